@@ -1,0 +1,174 @@
+"""Frozen configuration per layer.
+
+Every dimension of the model comes from here, so a tiny test checkpoint and the
+full official one run through the same code. Defaults are the official 2Noise
+release; a checkpoint's own files (``asset/gpt/config.json`` and an optional
+root ``config.json``) override them through :func:`model_config_from_dict`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from turbotts.errors import CheckpointError
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Llama-style decoder over text tokens and 4 parallel audio-code streams."""
+
+    hidden_size: int = 768
+    intermediate_size: int = 3072
+    num_attention_heads: int = 12
+    num_key_value_heads: int = 12
+    num_hidden_layers: int = 20
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    max_position_embeddings: int = 4096
+    num_audio_tokens: int = 626
+    num_text_tokens: int = 21178
+    num_vq: int = 4
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_attention_heads:
+            raise CheckpointError(
+                f"hidden_size {self.hidden_size} is not divisible by "
+                f"num_attention_heads {self.num_attention_heads}; check the GPT config.json"
+            )
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise CheckpointError("num_attention_heads must be a multiple of num_key_value_heads")
+        for f in fields(self):
+            if getattr(self, f.name) <= 0:
+                raise CheckpointError(f"GPT config {f.name} must be positive")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def audio_eos_id(self) -> int:
+        """The last audio code ends an utterance (625 in the release)."""
+        return self.num_audio_tokens - 1
+
+
+@dataclass(frozen=True)
+class ConvDecoderConfig:
+    """A ConvNeXt stack that maps (B, idim, T) features to mel (shared by the
+    hidden-state Decoder and both halves of the DVAE)."""
+
+    idim: int = 384
+    odim: int = 384
+    hidden: int = 512
+    n_layer: int = 12
+    bn_dim: int = 128
+
+
+@dataclass(frozen=True)
+class VQConfig:
+    """Grouped residual FSQ of the DVAE (implicit codebook, no weights)."""
+
+    dim: int = 1024
+    levels: tuple[int, ...] = (5, 5, 5, 5)
+    G: int = 2
+    R: int = 2
+
+    def __post_init__(self) -> None:
+        if self.dim % self.G:
+            raise CheckpointError(f"vq dim {self.dim} is not divisible by G={self.G}")
+
+
+@dataclass(frozen=True)
+class DVAEConfig:
+    encoder: ConvDecoderConfig = ConvDecoderConfig(idim=512, odim=1024, hidden=256, n_layer=12, bn_dim=128)
+    decoder: ConvDecoderConfig = ConvDecoderConfig(idim=512, odim=512, hidden=256, n_layer=12, bn_dim=128)
+    vq: VQConfig = VQConfig()
+
+
+@dataclass(frozen=True)
+class VocosConfig:
+    """Vocos backbone + ISTFT head; the mel front end settings are shared with the DVAE encoder."""
+
+    input_channels: int = 100
+    dim: int = 512
+    intermediate_dim: int = 1536
+    num_layers: int = 8
+    n_fft: int = 1024
+    hop_length: int = 256
+    sample_rate_hz: int = 24000
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything needed to build the ChatTTS modules of one checkpoint."""
+
+    gpt: GPTConfig = GPTConfig()
+    decoder: ConvDecoderConfig = ConvDecoderConfig()
+    dvae: DVAEConfig = DVAEConfig()
+    vocos: VocosConfig = VocosConfig()
+    spk_stat: str | None = None  # base16384 fp16 (std, mean); None = the official statistics
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def sample_rate_hz(self) -> int:
+        return self.vocos.sample_rate_hz
+
+    @property
+    def samples_per_code_frame(self) -> int:
+        """One GPT step makes two mel frames of ``hop_length`` samples each."""
+        return 2 * self.vocos.hop_length
+
+
+def _pick(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _conv(data: dict[str, Any] | None, default: ConvDecoderConfig) -> ConvDecoderConfig:
+    return replace(default, **_pick(ConvDecoderConfig, data or {}))
+
+
+def model_config_from_dict(root: dict[str, Any] | None, gpt_json: dict[str, Any] | None) -> ModelConfig:
+    """Build a ModelConfig from the fixture-style root ``config.json`` and the
+    HF-style ``asset/gpt/config.json`` (either may be missing).
+
+    Raises:
+        CheckpointError: a value is inconsistent (for example heads that do not divide the width).
+    """
+    root = root or {}
+    default = ModelConfig()
+    gpt_kw: dict[str, Any] = {}
+    if gpt_json:
+        gpt_kw.update(_pick(GPTConfig, gpt_json))
+        if gpt_json.get("num_key_value_heads") is None:
+            gpt_kw["num_key_value_heads"] = gpt_kw.get("num_attention_heads", default.gpt.num_attention_heads)
+    gpt_kw.update(_pick(GPTConfig, root.get("gpt", {})))
+    gpt_kw.update(_pick(GPTConfig, root.get("embed", {})))
+    if "num_attention_heads" in gpt_kw and "num_key_value_heads" not in gpt_kw:
+        gpt_kw["num_key_value_heads"] = gpt_kw["num_attention_heads"]
+    gpt = replace(default.gpt, **gpt_kw)
+
+    dvae_raw = root.get("dvae", {})
+    vq_raw = _pick(VQConfig, dvae_raw.get("vq", {}))
+    if "levels" in vq_raw:
+        vq_raw["levels"] = tuple(vq_raw["levels"])
+    dvae = DVAEConfig(
+        encoder=_conv(dvae_raw.get("encoder"), default.dvae.encoder),
+        decoder=_conv(dvae_raw.get("decoder"), default.dvae.decoder),
+        vq=replace(default.dvae.vq, **vq_raw),
+    )
+    vocos_raw = root.get("vocos", {})
+    backbone = vocos_raw.get("backbone", {}).get("init_args", {})
+    head = vocos_raw.get("head", {}).get("init_args", {})
+    features = vocos_raw.get("feature_extractor", {}).get("init_args", {})
+    vocos_kw = _pick(VocosConfig, backbone)
+    vocos_kw.update({k: head[k] for k in ("n_fft", "hop_length") if k in head})
+    if "sample_rate" in features:
+        vocos_kw["sample_rate_hz"] = features["sample_rate"]
+    return ModelConfig(
+        gpt=gpt,
+        decoder=_conv(root.get("decoder"), default.decoder),
+        dvae=dvae,
+        vocos=replace(default.vocos, **vocos_kw),
+        spk_stat=root.get("spk_stat"),
+    )
