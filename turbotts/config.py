@@ -8,7 +8,7 @@ root ``config.json``) override them through :func:`model_config_from_dict`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from turbotts.errors import CheckpointError
@@ -107,7 +107,6 @@ class ModelConfig:
     dvae: DVAEConfig = DVAEConfig()
     vocos: VocosConfig = VocosConfig()
     spk_stat: str | None = None  # base16384 fp16 (std, mean); None = the official statistics
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def sample_rate_hz(self) -> int:
@@ -172,3 +171,50 @@ def model_config_from_dict(root: dict[str, Any] | None, gpt_json: dict[str, Any]
         vocos=replace(default.vocos, **vocos_kw),
         spk_stat=root.get("spk_stat"),
     )
+
+
+@dataclass(frozen=True)
+class StreamingConfig:
+    """When audio leaves the engine, in code frames (1 frame = 512 samples = 21.3 ms).
+
+    A chunk is decoded with ``left_context_frames`` of already-emitted frames in
+    front (so its start matches a one-shot decode) and holds back the last
+    ``lookahead_frames`` (whose audio still depends on frames not generated yet),
+    except at the end of the utterance.
+    """
+
+    first_chunk_frames: int = 12
+    chunk_frames: int = 24
+    left_context_frames: int = 24
+    lookahead_frames: int = 6
+
+    def __post_init__(self) -> None:
+        if self.first_chunk_frames < 1 or self.chunk_frames < 1:
+            raise ValueError("chunk sizes must be at least one frame")
+        if self.left_context_frames < 0 or self.lookahead_frames < 0:
+            raise ValueError("context and lookahead cannot be negative")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Capacity and policy of one engine instance.
+
+    Attributes:
+        max_batch_size: sequences decoded together in one step.
+        max_waiting: queued sequences before new work is refused (QueueFullError).
+        kv_budget_bytes: memory the KV cache may take; it decides the slot count.
+        max_seq_len: tokens (prompt + generated) one sequence may hold.
+        max_prefill_tokens: prompt tokens prefilled in one step (bounds a step's latency).
+    """
+
+    max_batch_size: int = 16
+    max_waiting: int = 1024
+    kv_budget_bytes: int = 4 * 2**30
+    max_seq_len: int = 2048
+    max_prefill_tokens: int = 4096
+    streaming: StreamingConfig = StreamingConfig()
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch_size", "max_waiting", "kv_budget_bytes", "max_seq_len", "max_prefill_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"EngineConfig.{name} must be positive")

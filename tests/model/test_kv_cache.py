@@ -1,0 +1,147 @@
+"""Prefill + decode through the KV cache reproduce the dense pass (what the engine relies on)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.golden import FIXTURE_DIR, fixture_config, tensors
+from turbotts.config import GPTConfig, model_config_from_dict
+from turbotts.errors import EngineError
+from turbotts.model.attention import Attention, DecodeMetadata, DecodeStrategy, DenseMetadata, PrefillMetadata
+from turbotts.model.embed import Embed, fold_weight_norm
+from turbotts.model.gpt import GPT, kv_bytes_per_token
+
+ASSET = FIXTURE_DIR / "asset"
+ATOL = 1e-5
+PROMPT_LEN = 16
+STRATEGIES = [DecodeStrategy.PER_SLOT, DecodeStrategy.GATHER]
+
+
+def tiny_config() -> GPTConfig:
+    gpt_json = json.loads((ASSET / "gpt" / "config.json").read_text())
+    return model_config_from_dict(fixture_config(), gpt_json).gpt
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["unfused", "fused"])
+def gpt(request: pytest.FixtureRequest) -> GPT:
+    model = GPT(tiny_config())
+    model.load_state_dict(load_file(str(ASSET / "gpt" / "model.safetensors")), strict=True)
+    model.eval()
+    return model.fuse() if request.param else model
+
+
+@pytest.fixture(scope="module")
+def embed() -> Embed:
+    module = Embed(tiny_config())
+    module.load_state_dict(fold_weight_norm(load_file(str(ASSET / "Embed.safetensors"))), strict=True)
+    return module.eval()
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s.value)
+def test_prefill_then_decode_matches_golden_teacher_forcing(gpt: GPT, embed: Embed, strategy: DecodeStrategy) -> None:
+    case = tensors("e1_gpt_teacher_forced")
+    ids, golden = case["input_ids"], case["hidden"]  # (1, 56, 4), (1, 56, H)
+    num_codes = ids.shape[1] - PROMPT_LEN
+    cache = gpt.new_kv_cache(num_slots=3, max_seq_len=64)
+    slot = 2
+    with torch.inference_mode():
+        prompt = embed.embed(ids[:, :PROMPT_LEN], case["text_mask"][:, :PROMPT_LEN])
+        meta = PrefillMetadata.build([slot], [PROMPT_LEN])
+        hidden = gpt.prefill(prompt, torch.arange(PROMPT_LEN)[None], meta, cache)
+        torch.testing.assert_close(hidden, golden[:, :PROMPT_LEN], rtol=0, atol=ATOL)
+        for step in range(num_codes):
+            length = PROMPT_LEN + step
+            x = embed.embed_codes(ids[:, length])  # (1, H)
+            meta_d = DecodeMetadata.build([slot], [length], strategy=strategy)
+            out = gpt.decode(x, torch.tensor([length]), meta_d, cache)
+            torch.testing.assert_close(out, golden[:, length], rtol=0, atol=ATOL, msg=f"step {step}")
+    assert cache.data[:, :, :slot].abs().sum() == 0, "other slots must stay untouched"
+
+
+def _random_sequences(hidden: int, lengths: list[int], seed: int = 0) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(n, hidden, generator=gen) for n in lengths]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s.value)
+def test_batched_decode_equals_one_at_a_time(gpt: GPT, strategy: DecodeStrategy) -> None:
+    """Three sequences at different lengths in scattered slots decode together as they do alone."""
+    hidden = gpt.config.hidden_size
+    prompt_lens, slots, num_steps = [5, 12, 8], [4, 0, 2], 6
+    prompts = _random_sequences(hidden, prompt_lens)
+    steps = _random_sequences(hidden, [num_steps] * 3, seed=1)
+    with torch.inference_mode():
+        # batched: one right-padded prefill, then batched decode steps
+        batch_cache = gpt.new_kv_cache(num_slots=5, max_seq_len=32)
+        padded = torch.zeros(3, max(prompt_lens), hidden)
+        for row, p in enumerate(prompts):
+            padded[row, : len(p)] = p
+        positions = torch.arange(max(prompt_lens)).expand(3, -1)
+        batch_prefill = gpt.prefill(padded, positions, PrefillMetadata.build(slots, prompt_lens), batch_cache)
+        batch_out = []
+        for t in range(num_steps):
+            lens = [n + t for n in prompt_lens]
+            meta = DecodeMetadata.build(slots, lens, strategy=strategy)
+            x = torch.stack([s[t] for s in steps])
+            batch_out.append(gpt.decode(x, torch.tensor(lens), meta, batch_cache))
+        # alone: each sequence in its own fresh cache and slot 0
+        for row, (p, s) in enumerate(zip(prompts, steps, strict=True)):
+            cache = gpt.new_kv_cache(num_slots=1, max_seq_len=32)
+            alone = gpt.prefill(p[None], torch.arange(len(p))[None], PrefillMetadata.build([0], [len(p)]), cache)
+            torch.testing.assert_close(batch_prefill[row, : len(p)], alone[0], rtol=0, atol=ATOL)
+            for t in range(num_steps):
+                length = len(p) + t
+                out = gpt.decode(s[t][None], torch.tensor([length]), DecodeMetadata.build([0], [length]), cache)
+                torch.testing.assert_close(batch_out[t][row], out[0], rtol=0, atol=ATOL, msg=f"row {row} step {t}")
+
+
+def test_prefill_can_extend_a_cached_prompt(gpt: GPT) -> None:
+    (seq,) = _random_sequences(gpt.config.hidden_size, [14])
+    positions = torch.arange(14)[None]
+    with torch.inference_mode():
+        dense = gpt(seq[None], positions)
+        cache = gpt.new_kv_cache(num_slots=2, max_seq_len=20)
+        first = gpt.prefill(seq[None, :9], positions[:, :9], PrefillMetadata.build([1], [9]), cache)
+        rest = gpt.prefill(seq[None, 9:], positions[:, 9:], PrefillMetadata.build([1], [5], start_positions=[9]), cache)
+    torch.testing.assert_close(torch.cat([first, rest], dim=1), dense, rtol=0, atol=ATOL)
+
+
+def test_padded_query_rows_are_zero_not_nan() -> None:
+    cfg = tiny_config()
+    attention = Attention(cfg).eval()
+    x = torch.randn(2, 5, cfg.hidden_size)
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    cos, sin = torch.ones(2, 5, cfg.head_dim), torch.zeros(2, 5, cfg.head_dim)
+    with torch.inference_mode():
+        attention.o_proj.weight.copy_(torch.eye(cfg.hidden_size))  # expose the attention output
+        out = attention(x, cos, sin, DenseMetadata(mask), None)
+    assert torch.isfinite(out).all()
+    assert out[0, :2].abs().max() == 0
+    assert out[0, 2:].abs().min() > 0
+
+
+def test_overflow_and_bad_slots_raise(gpt: GPT) -> None:
+    cache = gpt.new_kv_cache(num_slots=2, max_seq_len=8)
+    x = torch.zeros(1, gpt.config.hidden_size)
+    with torch.inference_mode():
+        with pytest.raises(EngineError, match="max_seq_len"):
+            gpt.decode(x, torch.tensor([8]), DecodeMetadata.build([0], [8]), cache)
+        with pytest.raises(EngineError, match="slot 5"):
+            gpt.decode(x, torch.tensor([0]), DecodeMetadata.build([5], [0]), cache)
+        with pytest.raises(EngineError, match="same KV slot"):
+            DecodeMetadata.build([1, 1], [0, 3])
+        with pytest.raises(EngineError, match="max_seq_len"):
+            gpt.prefill(torch.zeros(1, 9, x.shape[1]), torch.arange(9)[None], PrefillMetadata.build([0], [9]), cache)
+
+
+def test_kv_bytes_per_token_sizes_the_cache() -> None:
+    full = GPTConfig()
+    assert kv_bytes_per_token(full) == 2 * 20 * 12 * 64 * 4
+    assert kv_bytes_per_token(full, torch.bfloat16) == 2 * 20 * 12 * 64 * 2
+    model = GPT(tiny_config())
+    cache = model.new_kv_cache(num_slots=3, max_seq_len=10)
+    assert cache.num_bytes == 3 * 10 * model.kv_bytes_per_token()

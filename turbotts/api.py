@@ -1,0 +1,116 @@
+"""The blocking Python API: load a model once, synthesize batches of texts.
+
+Example::
+
+    from turbotts import TTS, SynthesisParams
+    tts = TTS.load(ModelSource(checkpoint="path/to/ChatTTS"))
+    wavs = tts.synthesize(["你好", "hello"], SynthesisParams(seed=7))  # float32 at 24 kHz
+
+Everything runs through the same continuous-batching engine the server uses,
+stepped on the calling thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from turbotts.config import EngineConfig
+from turbotts.engine.core import EngineCore
+from turbotts.engine.request import RequestOutput
+from turbotts.model.chattts import ChatTTSModel
+from turbotts.model.loader import ModelSource, load_model
+from turbotts.params import SynthesisParams
+
+
+@dataclass(frozen=True)
+class CodeResult:
+    """Codes (T, num_vq) int64 and, when kept, hidden states (T, H) float32 of one text."""
+
+    codes: np.ndarray
+    hidden: np.ndarray | None
+    finish_reason: str | None
+    refined_text: str | None
+
+
+class TTS:
+    """A loaded model and its engine."""
+
+    def __init__(self, model: ChatTTSModel, engine_config: EngineConfig | None = None) -> None:
+        self.model = model
+        self.engine = EngineCore(model, engine_config or EngineConfig())
+        self._ids = itertools.count()
+
+    @classmethod
+    def load(
+        cls,
+        source: ModelSource | None = None,
+        *,
+        device: str = "cpu",
+        dtype: str = "fp32",
+        engine_config: EngineConfig | None = None,
+    ) -> TTS:
+        """Load weights (the official release when ``source`` is None) and build the engine.
+
+        Raises:
+            CheckpointError: the weights are missing or damaged.
+            DownloadError: the official release could not be downloaded.
+        """
+        return cls(load_model(source or ModelSource(), device=device, dtype=dtype), engine_config)
+
+    @property
+    def sample_rate_hz(self) -> int:
+        return self.model.sample_rate_hz
+
+    def random_voice(self, seed: int) -> str:
+        """An official voice string drawn from the checkpoint's speaker statistics."""
+        return self.engine.runner.random_voice(seed)
+
+    def _run(self, texts: list[str], params: SynthesisParams, keep_hidden: bool) -> list[list[RequestOutput]]:
+        ids = [f"api-{next(self._ids)}" for _ in texts]
+        try:
+            for request_id, text in zip(ids, texts, strict=True):
+                self.engine.add_request(request_id, text, params, keep_hidden=keep_hidden)
+            collected: dict[str, list[RequestOutput]] = {request_id: [] for request_id in ids}
+            pending = set(ids)
+            while pending:
+                for output in self.engine.step():
+                    collected[output.request_id].append(output)
+                    if output.is_finished:
+                        pending.discard(output.request_id)
+            return [collected[request_id] for request_id in ids]
+        except BaseException:
+            for request_id in ids:
+                self.engine.abort(request_id)
+            raise
+
+    def synthesize(self, texts: list[str] | str, params: SynthesisParams | None = None) -> list[np.ndarray]:
+        """One float32 waveform (24 kHz, mono) per text, not trimmed or altered.
+
+        Raises:
+            InvalidInputError: a text is empty after cleaning, or a parameter or voice is invalid.
+        """
+        batch = [texts] if isinstance(texts, str) else list(texts)
+        results = self._run(batch, params or SynthesisParams(), keep_hidden=False)
+        return [
+            np.concatenate([o.audio for o in outputs]) if outputs else np.zeros(0, np.float32) for outputs in results
+        ]
+
+    def generate_codes(self, texts: list[str], params: SynthesisParams | None = None) -> list[CodeResult]:
+        """The GPT's output per text: codes and hidden states, no audio decode needed by the caller."""
+        results = []
+        for outputs in self._run(list(texts), params or SynthesisParams(), keep_hidden=True):
+            last = outputs[-1]
+            hidden = last.hidden
+            results.append(
+                CodeResult(
+                    codes=np.asarray(last.codes or [], dtype=np.int64).reshape(-1, self.model.config.gpt.num_vq),
+                    hidden=hidden.float().numpy() if isinstance(hidden, torch.Tensor) and hidden.numel() else None,
+                    finish_reason=last.finish_reason,
+                    refined_text=last.refined_text,
+                )
+            )
+        return results

@@ -1,0 +1,166 @@
+"""The ``turbotts`` command line.
+
+User mistakes (bad flags, missing weights, bad voice strings) print one clear
+message and exit with code 2; they never end in a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from turbotts.errors import TurboTTSError
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="TurboTTS: serve ChatTTS fast."
+)
+voices_app = typer.Typer(no_args_is_help=True, help="Voice (speaker) strings.")
+app.add_typer(voices_app, name="voices")
+
+F = TypeVar("F", bound=Callable[..., Any])
+USAGE_ERROR = 2
+
+CheckpointOpt = Annotated[
+    Path | None,
+    typer.Option("--checkpoint", help="Checkpoint directory in the 2Noise/ChatTTS layout (holds asset/)."),
+]
+LoadFormatOpt = Annotated[
+    str, typer.Option("--load-format", help="auto: --checkpoint or the official weights; dummy: random weights.")
+]
+DummySizeOpt = Annotated[str, typer.Option("--dummy-size", help="Size of dummy weights: tiny or full.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="GPT weight precision: fp32, bf16 or fp16.")]
+
+
+def fail(message: str) -> typer.Exit:
+    typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
+    return typer.Exit(USAGE_ERROR)
+
+
+def _model_source(checkpoint: Path | None, load_format: str, dummy_size: str) -> Any:
+    from turbotts.model.loader import ModelSource
+
+    return ModelSource(checkpoint=checkpoint, load_format=load_format, dummy_size=dummy_size)
+
+
+@app.command()
+def download(
+    dir: Annotated[
+        Path | None, typer.Option("--dir", help="Target directory (default ~/.cache/turbotts/ChatTTS).")
+    ] = None,
+) -> None:
+    """Fetch the official 2Noise/ChatTTS weights from the Hugging Face hub and verify them."""
+    from turbotts.model.download import download_official
+
+    checkpoint = download_official(dir)
+    typer.echo(f"official weights ready in {checkpoint.root}")
+
+
+@app.command("init-checkpoint")
+def init_checkpoint(
+    dir: Annotated[Path, typer.Argument(help="Where to write the checkpoint.")],
+    size: Annotated[str, typer.Option("--size", help="tiny (tests) or full (official dimensions).")] = "tiny",
+    seed: Annotated[int, typer.Option("--seed", help="Weights are a pure function of this seed.")] = 0,
+) -> None:
+    """Write deterministic random weights in the official layout."""
+    from turbotts.model.dummy import SIZES, write_dummy_checkpoint
+
+    if size not in SIZES:
+        raise fail(f"--size must be one of {', '.join(SIZES)}, not {size!r}")
+    root = write_dummy_checkpoint(dir, size=size, seed=seed)
+    typer.echo(f"wrote a {size} random checkpoint (seed {seed}) to {root}")
+
+
+@app.command()
+def say(
+    text: Annotated[str, typer.Argument(help="What to say (control tokens like [uv_break] pass through).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="WAV file to write (24 kHz).")] = Path("out.wav"),
+    checkpoint: CheckpointOpt = None,
+    load_format: LoadFormatOpt = "auto",
+    dummy_size: DummySizeOpt = "tiny",
+    device: DeviceOpt = "cpu",
+    dtype: DtypeOpt = "fp32",
+    voice: Annotated[str | None, typer.Option("--voice", help="Official voice string.")] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Random voice from this seed; also seeds sampling.")
+    ] = None,
+    greedy: Annotated[bool, typer.Option("--greedy", help="Argmax decoding (the official greedy result).")] = False,
+    temperature: Annotated[float, typer.Option("--temperature")] = 0.3,
+    top_p: Annotated[float, typer.Option("--top-p")] = 0.7,
+    top_k: Annotated[int, typer.Option("--top-k")] = 20,
+    repetition_penalty: Annotated[float, typer.Option("--repetition-penalty")] = 1.05,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens")] = 2048,
+    skip_refine: Annotated[bool, typer.Option("--skip-refine", help="Skip the refine-text stage.")] = False,
+    no_normalize: Annotated[bool, typer.Option("--no-normalize", help="Skip number/symbol normalization.")] = False,
+) -> None:
+    """Synthesize TEXT into a 24 kHz WAV file."""
+    import soundfile as sf
+
+    from turbotts.api import TTS
+    from turbotts.params import SamplingParams, SynthesisParams, default_refine_params
+
+    code = SamplingParams(
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        repetition_penalty=repetition_penalty,
+        max_new_tokens=max_new_tokens,
+        greedy=greedy,
+    )
+    refine = default_refine_params()
+    if greedy:
+        refine = SamplingParams(
+            temperature=refine.temperature,
+            top_p=refine.top_p,
+            top_k=refine.top_k,
+            repetition_penalty=refine.repetition_penalty,
+            max_new_tokens=refine.max_new_tokens,
+            greedy=True,
+        )
+    params = SynthesisParams(
+        code=code,
+        refine=refine,
+        voice=voice,
+        voice_seed=seed if voice is None else None,
+        seed=seed,
+        refine_text=not skip_refine,
+        normalize_text=not no_normalize,
+    )
+    tts = TTS.load(_model_source(checkpoint, load_format, dummy_size), device=device, dtype=dtype)
+    wav = tts.synthesize([text], params)[0]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(str(output), wav, tts.sample_rate_hz, subtype="PCM_16")
+    typer.echo(f"wrote {output} ({len(wav) / tts.sample_rate_hz:.2f} s at {tts.sample_rate_hz} Hz)")
+
+
+@voices_app.command("random")
+def voices_random(
+    seed: Annotated[int, typer.Option("--seed", help="The same seed gives the same voice.")] = 0,
+    checkpoint: CheckpointOpt = None,
+    load_format: LoadFormatOpt = "auto",
+    dummy_size: DummySizeOpt = "tiny",
+) -> None:
+    """Print a random voice string drawn from the speaker statistics.
+
+    Without --checkpoint or dummy weights it uses the official statistics (768 wide).
+    """
+    from turbotts.model.loader import speaker_stats_for
+    from turbotts.model.speaker import encode_voice, sample_random_voice
+
+    stats = speaker_stats_for(_model_source(checkpoint, load_format, dummy_size))
+    typer.echo(encode_voice(sample_random_voice(stats, seed)))
+
+
+def main() -> None:
+    """Entry point: run the app, turning our own errors into exit code 2."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        app()
+    except TurboTTSError as exc:
+        typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+        sys.exit(USAGE_ERROR)

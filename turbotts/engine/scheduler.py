@@ -1,0 +1,173 @@
+"""Iteration-level scheduling policy (no torch here).
+
+Every step: drop aborted sequences, decode every running one, and admit waiting
+sequences first-come-first-served while a KV slot and a batch place are free.
+A new sequence is prefilled in the step that admits it and joins the decode
+batch in the next one, so nobody waits for the longest member of a batch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from turbotts.engine.batch import DecodeItem, PrefillItem, RunnerOutput, SchedulerOutput
+from turbotts.engine.kv import SlotAllocator
+from turbotts.engine.sequence import Sequence, SequenceKind, SequenceStatus
+from turbotts.errors import InvalidInputError, QueueFullError
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    max_batch_size: int
+    max_waiting: int
+    num_slots: int
+    max_seq_len: int
+    max_prefill_tokens: int
+    audio_eos_id: int
+    text_eos_id: int
+
+
+@dataclass(frozen=True)
+class SequenceUpdate:
+    """One sequence's result of a step, for the engine core to stream."""
+
+    seq: Sequence
+    new_ids: list[int] | None  # None when the step ended it without a new token
+    is_finished: bool
+
+
+class Scheduler:
+    """Owns every sequence's status; the engine core asks it what to run."""
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+        self._slots = SlotAllocator(config.num_slots)
+        self._waiting: deque[Sequence] = deque()
+        self._running: dict[int, Sequence] = {}
+        self._freed_slots: list[int] = []
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def num_running(self) -> int:
+        return len(self._running)
+
+    @property
+    def num_free_slots(self) -> int:
+        return self._slots.num_free
+
+    def has_work(self) -> bool:
+        return bool(self._waiting or self._running)
+
+    def can_add(self) -> bool:
+        return len(self._waiting) < self.config.max_waiting
+
+    def add(self, seq: Sequence) -> None:
+        """Queue a sequence.
+
+        Raises:
+            QueueFullError: the waiting queue is at ``max_waiting``.
+            InvalidInputError: the prompt does not fit in one KV slot.
+        """
+        if seq.num_prompt_tokens >= self.config.max_seq_len:
+            raise InvalidInputError(
+                f"the prompt has {seq.num_prompt_tokens} tokens but a sequence holds at most "
+                f"{self.config.max_seq_len - 1}; shorten the text or split it into segments"
+            )
+        if not self.can_add():
+            raise QueueFullError(f"the waiting queue is full ({self.config.max_waiting}); retry later")
+        self._waiting.append(seq)
+
+    def add_priority(self, seq: Sequence) -> None:
+        """Queue a follow-up sequence of admitted work (refine -> codes) at the front.
+
+        It bypasses ``max_waiting``: its request was admitted already.
+        """
+        self._waiting.appendleft(seq)
+
+    def abort(self, seq: Sequence) -> None:
+        """Mark for removal; its slot is freed at the next schedule()."""
+        seq.is_abort_requested = True
+
+    def schedule(self) -> SchedulerOutput:
+        self._drop_aborted()
+        decode = [self._decode_item(seq) for seq in self._running.values()]
+        prefill: list[PrefillItem] = []
+        num_prefill_tokens = 0
+        while self._waiting and self._slots.can_allocate():
+            if len(self._running) >= self.config.max_batch_size:
+                break
+            seq = self._waiting[0]
+            if prefill and num_prefill_tokens + seq.num_prompt_tokens > self.config.max_prefill_tokens:
+                break
+            self._waiting.popleft()
+            self._admit(seq)
+            num_prefill_tokens += seq.num_prompt_tokens
+            prefill.append(
+                PrefillItem(seq.seq_id, self._slot_of(seq), seq.kind, seq.prompt_ids, seq.voice, seq.sampling, seq.seed)
+            )
+        freed, self._freed_slots = self._freed_slots, []
+        return SchedulerOutput(prefill=prefill, decode=decode, freed_slots=freed)
+
+    def update(self, output: RunnerOutput) -> list[SequenceUpdate]:
+        """Record the sampled ids, decide who finished, free their slots."""
+        updates = []
+        for seq_id, ids in zip(output.seq_ids, output.sampled, strict=True):
+            seq = self._running[seq_id]
+            if self._is_eos(seq, ids):
+                self._finish(seq, SequenceStatus.FINISHED_STOPPED)
+                updates.append(SequenceUpdate(seq, None, True))
+                continue
+            seq.output_ids.append(ids)
+            is_full = seq.num_generated >= seq.max_new_tokens
+            if is_full:
+                self._finish(seq, SequenceStatus.FINISHED_LENGTH)
+            updates.append(SequenceUpdate(seq, ids, is_full))
+        return updates
+
+    def _is_eos(self, seq: Sequence, ids: list[int]) -> bool:
+        if seq.sampling.ignore_eos:
+            return False
+        eos = self.config.audio_eos_id if seq.kind is SequenceKind.CODE else self.config.text_eos_id
+        return eos in ids
+
+    def _admit(self, seq: Sequence) -> None:
+        seq.slot = self._slots.allocate()
+        seq.status = SequenceStatus.RUNNING
+        seq.max_new_tokens = min(seq.sampling.max_new_tokens, self.config.max_seq_len - seq.num_prompt_tokens)
+        self._running[seq.seq_id] = seq
+
+    def _slot_of(self, seq: Sequence) -> int:
+        if seq.slot is None:
+            raise RuntimeError(f"sequence {seq.seq_id} has no slot")
+        return seq.slot
+
+    def _decode_item(self, seq: Sequence) -> DecodeItem:
+        return DecodeItem(
+            seq_id=seq.seq_id,
+            slot=self._slot_of(seq),
+            kind=seq.kind,
+            position=seq.num_cached_tokens,
+            step=seq.num_generated,
+            last_ids=seq.output_ids[-1],
+        )
+
+    def _finish(self, seq: Sequence, status: SequenceStatus) -> None:
+        seq.status = status
+        del self._running[seq.seq_id]
+        slot = self._slot_of(seq)
+        self._slots.free(slot)
+        self._freed_slots.append(slot)
+        seq.slot = None
+
+    def _drop_aborted(self) -> None:
+        for seq in [s for s in self._running.values() if s.is_abort_requested]:
+            self._finish(seq, SequenceStatus.FINISHED_ABORTED)
+        kept = deque(s for s in self._waiting if not s.is_abort_requested)
+        for seq in self._waiting:
+            if seq.is_abort_requested:
+                seq.status = SequenceStatus.FINISHED_ABORTED
+        self._waiting = kept

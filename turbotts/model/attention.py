@@ -1,0 +1,270 @@
+"""Self-attention and the KV cache: the only code that knows the KV layout.
+
+The cache is preallocated (gpt-fast style): per layer one K and one V tensor of
+shape (num_slots, num_kv_heads, max_seq_len, head_dim). A sequence owns one slot
+for its whole life and its tokens sit at cache positions 0..len-1 with no
+padding, so a slot's prefix is one contiguous view. The engine's allocator hands
+out slot ids; this module never decides which slot a sequence uses.
+
+Three modes, chosen by the type of the metadata argument:
+
+* :class:`DenseMetadata`   no cache; (B, L) batch, causal, optional LEFT padding
+  (teacher forcing and parity with the official package).
+* :class:`PrefillMetadata` write B sequences into their slots starting at a
+  given position (0 for a fresh prompt, > 0 to extend one), causal.
+* :class:`DecodeMetadata`  one new token per row, each row in its own slot at
+  its own length (continuous batching).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from turbotts.config import GPTConfig
+from turbotts.errors import EngineError
+from turbotts.model.layers import FusedLinear, apply_rotary
+
+
+class KVCache:
+    """Preallocated K/V storage for ``num_slots`` sequences of up to ``max_seq_len`` tokens.
+
+    Zero-filled rather than empty so positions past a slot's length never hold
+    NaN (the padded decode path reads them under a mask, and 0 * NaN is NaN).
+    """
+
+    def __init__(
+        self,
+        num_layers: int,
+        num_slots: int,
+        num_kv_heads: int,
+        max_seq_len: int,
+        head_dim: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
+        self.num_slots = num_slots
+        self.max_seq_len = max_seq_len
+        # (layers, k|v, slots, kv_heads, max_seq_len, head_dim)
+        self.data = torch.zeros(
+            (num_layers, 2, num_slots, num_kv_heads, max_seq_len, head_dim), dtype=dtype, device=device
+        )
+
+    @property
+    def num_bytes(self) -> int:
+        return self.data.numel() * self.data.element_size()
+
+    def layer(self, index: int) -> tuple[Tensor, Tensor]:
+        """(k, v) of one layer, each (num_slots, num_kv_heads, max_seq_len, head_dim)."""
+        return self.data[index, 0], self.data[index, 1]
+
+    def check_fits(self, slot_ids: Sequence[int], end_positions: Sequence[int]) -> None:
+        """Raise before writing past a slot's capacity (indexing would fail obscurely or silently wrap)."""
+        for slot, end in zip(slot_ids, end_positions, strict=True):
+            if not 0 <= slot < self.num_slots:
+                raise EngineError(
+                    f"KV slot {slot} does not exist (the cache has {self.num_slots}); pass a slot id from the allocator"
+                )
+            if end > self.max_seq_len:
+                raise EngineError(
+                    f"sequence in slot {slot} needs {end} KV positions but the cache holds {self.max_seq_len}; "
+                    "lower max_new_token or build the cache with a larger max_seq_len"
+                )
+
+
+@dataclass(frozen=True)
+class DenseMetadata:
+    """No cache. ``attention_mask`` (B, L) is 1 for tokens and 0 for LEFT padding; None = no padding."""
+
+    attention_mask: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class PrefillMetadata:
+    """Row b of a RIGHT-padded (B, L) batch holds ``num_tokens[b]`` tokens that go to
+    slot ``slot_ids[b]`` at positions ``start_positions[b]`` onward; its first
+    ``start_positions[b]`` positions must already be cached."""
+
+    slot_ids: tuple[int, ...]
+    start_positions: tuple[int, ...]
+    num_tokens: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not len(self.slot_ids) == len(self.start_positions) == len(self.num_tokens):
+            raise EngineError("prefill needs one slot id, start position and token count per row")
+        if min(self.num_tokens, default=1) < 1:
+            raise EngineError("a prefill row must hold at least one token")
+
+    @classmethod
+    def build(
+        cls, slot_ids: Sequence[int], num_tokens: Sequence[int], start_positions: Sequence[int] | None = None
+    ) -> PrefillMetadata:
+        starts = tuple(start_positions) if start_positions is not None else (0,) * len(slot_ids)
+        return cls(tuple(slot_ids), starts, tuple(num_tokens))
+
+
+class DecodeStrategy(enum.Enum):
+    """How a decode step reads the cache.
+
+    PER_SLOT: attend over each slot's contiguous cache view in place, one SDPA per
+    row (no copy; fastest on CPU). GATHER: copy cache[slot_ids, :, :max_len] into a
+    padded batch and run one masked SDPA (one kernel, shapes that depend only on
+    B and the padded length, which suits GPUs and CUDA graphs).
+    """
+
+    PER_SLOT = "per_slot"
+    GATHER = "gather"
+
+
+@dataclass(frozen=True)
+class DecodeMetadata:
+    """Row i is one new token for slot ``slot_ids[i]`` which already caches
+    ``cache_lens[i]`` tokens; the token is written at position ``cache_lens[i]``.
+
+    Build it once per step with :meth:`build`; all layers share its tensors.
+    """
+
+    slot_ids: tuple[int, ...]
+    cache_lens: tuple[int, ...]
+    slot_index: Tensor  # (B,) int64
+    write_index: Tensor  # (B,) int64, = cache_lens
+    key_mask: Tensor | None  # (B, 1, 1, max_len + 1) bool, GATHER only
+    strategy: DecodeStrategy
+
+    @classmethod
+    def build(
+        cls,
+        slot_ids: Sequence[int],
+        cache_lens: Sequence[int],
+        device: torch.device | str | None = None,
+        strategy: DecodeStrategy = DecodeStrategy.PER_SLOT,
+    ) -> DecodeMetadata:
+        slots, lens = tuple(slot_ids), tuple(cache_lens)
+        if len(slots) != len(lens) or not slots:
+            raise EngineError("a decode batch needs one cache length per slot id and at least one row")
+        if len(set(slots)) != len(slots):
+            raise EngineError("a decode batch lists the same KV slot twice; each sequence needs its own slot")
+        lens_t = torch.tensor(lens, dtype=torch.int64, device=device)
+        key_mask = None
+        if strategy is DecodeStrategy.GATHER:
+            num_keys = max(lens) + 1
+            positions = torch.arange(num_keys, device=device)
+            key_mask = (positions[None, :] <= lens_t[:, None])[:, None, None, :]  # (B, 1, 1, num_keys)
+        return cls(slots, lens, torch.tensor(slots, dtype=torch.int64, device=device), lens_t, key_mask, strategy)
+
+
+AttentionMetadata = DenseMetadata | PrefillMetadata | DecodeMetadata
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with HF Llama parameter names (q/k/v/o_proj, no bias)."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        hidden, head_dim = config.hidden_size, config.head_dim
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = head_dim
+        self.q_proj = nn.Linear(hidden, self.num_heads * head_dim, bias=False)
+        self.k_proj = nn.Linear(hidden, self.num_kv_heads * head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden, self.num_kv_heads * head_dim, bias=False)
+        self.o_proj = nn.Linear(self.num_heads * head_dim, hidden, bias=False)
+        self._qkv: FusedLinear | None = None
+        self._o: FusedLinear | None = None
+
+    def fuse(self, use_onednn: bool) -> None:
+        """Build one q/k/v matmul (and a prepacked o_proj) from the current weights."""
+        self._qkv = FusedLinear([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight], use_onednn)
+        self._o = FusedLinear([self.o_proj.weight], use_onednn)
+
+    def unfuse(self) -> None:
+        self._qkv = None
+        self._o = None
+
+    def forward(
+        self, x: Tensor, cos: Tensor, sin: Tensor, meta: AttentionMetadata, kv: tuple[Tensor, Tensor] | None
+    ) -> Tensor:
+        """x (B, L, hidden), cos/sin (B, L, head_dim) -> (B, L, hidden); ``kv`` is this layer's
+        cache (required unless ``meta`` is DenseMetadata)."""
+        batch, seq_len, _ = x.shape
+        if self._qkv is None:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        else:
+            q, k, v = self._qkv.split(x)
+        q = q.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2)  # (B, h, L, d)
+        k = k.view(batch, seq_len, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh, L, d)
+        v = v.view(batch, seq_len, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh, L, d)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, L, d)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if isinstance(meta, DenseMetadata):
+            out = self._dense(q, k, v, meta)
+        elif kv is None:
+            raise EngineError("prefill and decode need a KV cache; build one with GPT.new_kv_cache")
+        elif isinstance(meta, PrefillMetadata):
+            out = self._prefill(q, k, v, meta, kv)
+        else:
+            out = self._decode(q, k, v, meta, kv)
+        out = out.transpose(1, 2).reshape(batch, seq_len, self.num_heads * self.head_dim)  # (B, L, h*d)
+        return self.o_proj(out) if self._o is None else self._o(out)
+
+    def _sdpa(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+        gqa = self.num_kv_heads != self.num_heads
+        if gqa:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+
+    def _dense(self, q: Tensor, k: Tensor, v: Tensor, meta: DenseMetadata) -> Tensor:
+        if meta.attention_mask is None:
+            return self._sdpa(q, k, v, is_causal=True)
+        seq_len = q.shape[2]
+        is_token = meta.attention_mask.bool()  # (B, L)
+        causal = torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).tril()  # (L, L)
+        # A padded query sees no token; letting it see itself avoids an all-masked
+        # row (NaN), and its output is zeroed below.
+        diagonal = torch.eye(seq_len, dtype=torch.bool, device=q.device)
+        mask = (causal & is_token[:, None, None, :]) | diagonal  # (B, 1, L, L)
+        out = self._sdpa(q, k, v, mask=mask)
+        return out * is_token[:, None, :, None].to(out.dtype)
+
+    def _prefill(self, q: Tensor, k: Tensor, v: Tensor, meta: PrefillMetadata, kv: tuple[Tensor, Tensor]) -> Tensor:
+        k_cache, v_cache = kv
+        out = torch.zeros_like(q)  # right padding stays zero
+        for row, (slot, start, count) in enumerate(
+            zip(meta.slot_ids, meta.start_positions, meta.num_tokens, strict=True)
+        ):
+            end = start + count
+            k_cache[slot, :, start:end] = k[row, :, :count]
+            v_cache[slot, :, start:end] = v[row, :, :count]
+            q_row = q[row : row + 1, :, :count]  # (1, h, n, d)
+            keys, values = k_cache[slot : slot + 1, :, :end], v_cache[slot : slot + 1, :, :end]  # (1, kvh, end, d)
+            if start == 0:
+                out[row : row + 1, :, :count] = self._sdpa(q_row, keys, values, is_causal=True)
+            else:
+                # query i sits at position start + i and sees keys 0..start + i
+                key_pos = torch.arange(end, device=q.device)
+                query_pos = torch.arange(start, end, device=q.device)
+                mask = key_pos[None, :] <= query_pos[:, None]  # (n, end)
+                out[row : row + 1, :, :count] = self._sdpa(q_row, keys, values, mask=mask)
+        return out
+
+    def _decode(self, q: Tensor, k: Tensor, v: Tensor, meta: DecodeMetadata, kv: tuple[Tensor, Tensor]) -> Tensor:
+        k_cache, v_cache = kv
+        # one scatter for the whole batch: (B, kvh, d) into cache[slot_i, :, len_i]
+        k_cache[meta.slot_index, :, meta.write_index] = k[:, :, 0]
+        v_cache[meta.slot_index, :, meta.write_index] = v[:, :, 0]
+        if meta.key_mask is not None:  # DecodeStrategy.GATHER
+            num_keys = meta.key_mask.shape[-1]
+            keys = k_cache[meta.slot_index, :, :num_keys]  # (B, kvh, num_keys, d) copy
+            values = v_cache[meta.slot_index, :, :num_keys]
+            return self._sdpa(q, keys, values, mask=meta.key_mask)
+        rows = []
+        for row, (slot, length) in enumerate(zip(meta.slot_ids, meta.cache_lens, strict=True)):
+            keys = k_cache[slot : slot + 1, :, : length + 1]  # (1, kvh, len + 1, d) view
+            values = v_cache[slot : slot + 1, :, : length + 1]
+            rows.append(self._sdpa(q[row : row + 1], keys, values))
+        return rows[0] if len(rows) == 1 else torch.cat(rows, dim=0)  # (B, h, 1, d)

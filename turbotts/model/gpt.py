@@ -1,0 +1,189 @@
+"""The ChatTTS GPT: a Llama decoder stack over input embeddings.
+
+Parameter names equal the official ``asset/gpt/model.safetensors`` keys (an HF
+LlamaModel without ``embed_tokens``), so ``GPT(cfg).load_state_dict(sd,
+strict=True)`` loads it directly. Token embedding and the output heads live in
+:mod:`turbotts.model.embed`; this module maps embeddings to final hidden states.
+
+Three entry points share one layer stack and differ only in the attention
+metadata (see :mod:`turbotts.model.attention`):
+
+* :meth:`GPT.forward` dense, no cache (teacher forcing, parity tests);
+* :meth:`GPT.prefill` prompts into KV slots;
+* :meth:`GPT.decode`  one token per running sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from turbotts.config import GPTConfig
+from turbotts.model.attention import (
+    Attention,
+    AttentionMetadata,
+    DecodeMetadata,
+    DenseMetadata,
+    KVCache,
+    PrefillMetadata,
+)
+from turbotts.model.layers import MLP, RMSNorm, RotaryEmbedding
+
+
+def kv_bytes_per_token(config: GPTConfig, dtype: torch.dtype = torch.float32) -> int:
+    """Bytes of K plus V that one cached token takes across all layers (for sizing a KV budget)."""
+    element_size = torch.empty((), dtype=dtype).element_size()
+    return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * element_size
+
+
+def _unfuse_after_load(module: nn.Module, incompatible_keys: Any) -> None:
+    """Fused copies would go stale when the real weights are reloaded."""
+    if isinstance(module, GPT):
+        module.unfuse()
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = Attention(config)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = MLP(config)
+
+    def forward(
+        self, x: Tensor, cos: Tensor, sin: Tensor, meta: AttentionMetadata, kv: tuple[Tensor, Tensor] | None
+    ) -> Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, meta, kv)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class GPT(nn.Module):
+    """Llama decoder stack plus final norm; inputs are embeddings, outputs final hidden states."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta)
+        self.is_fused = False
+        self.register_load_state_dict_post_hook(_unfuse_after_load)
+
+    # -- the three modes -------------------------------------------------------------
+
+    def forward(self, inputs_embeds: Tensor, position_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """Dense causal pass without a cache.
+
+        Args:
+            inputs_embeds: (B, L, hidden).
+            position_ids: (B, L) int64; the official batching uses cumsum(mask) - 1.
+            attention_mask: (B, L) 1 = token, 0 = LEFT padding; None when unpadded.
+
+        Returns:
+            (B, L, hidden) after the final norm. Rows at padded positions are finite
+            but meaningless.
+        """
+        return self._run(inputs_embeds, position_ids, DenseMetadata(attention_mask), None)
+
+    def prefill(self, inputs_embeds: Tensor, position_ids: Tensor, meta: PrefillMetadata, cache: KVCache) -> Tensor:
+        """Run prompts and write their K/V into the cache slots named by ``meta``.
+
+        Args:
+            inputs_embeds: (B, L, hidden), RIGHT-padded; row b has ``meta.num_tokens[b]`` tokens.
+            position_ids: (B, L) int64, normally ``meta.start_positions[b] + arange(L)``.
+            meta: slots, start positions and lengths.
+            cache: from :meth:`new_kv_cache`.
+
+        Returns:
+            (B, L, hidden); row b's last token is at index ``meta.num_tokens[b] - 1``.
+
+        Raises:
+            EngineError: a slot does not exist or would overflow.
+        """
+        ends = [s + n for s, n in zip(meta.start_positions, meta.num_tokens, strict=True)]
+        cache.check_fits(meta.slot_ids, ends)
+        return self._run(inputs_embeds, position_ids, meta, cache)
+
+    def decode(self, inputs_embeds: Tensor, position_ids: Tensor, meta: DecodeMetadata, cache: KVCache) -> Tensor:
+        """One step for B running sequences, each in its own slot at its own length.
+
+        Args:
+            inputs_embeds: (B, hidden), the embedding of each row's newest token.
+            position_ids: (B,) int64, normally equal to ``meta.cache_lens``.
+            meta: ``DecodeMetadata.build(slot_ids, cache_lens, device)``.
+            cache: from :meth:`new_kv_cache`.
+
+        Returns:
+            (B, hidden) hidden state of each row's new token.
+
+        Raises:
+            EngineError: a slot does not exist or is full.
+        """
+        cache.check_fits(meta.slot_ids, [n + 1 for n in meta.cache_lens])
+        hidden = self._run(inputs_embeds.unsqueeze(1), position_ids.unsqueeze(1), meta, cache)  # (B, 1, hidden)
+        return hidden.squeeze(1)
+
+    def _run(self, x: Tensor, position_ids: Tensor, meta: AttentionMetadata, cache: KVCache | None) -> Tensor:
+        cos, sin = self.rotary(position_ids, x.dtype)  # (B, L, head_dim) each
+        for index, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, meta, None if cache is None else cache.layer(index))
+        return self.norm(x)
+
+    # -- KV cache -------------------------------------------------------------------
+
+    def new_kv_cache(
+        self,
+        num_slots: int,
+        max_seq_len: int,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> KVCache:
+        """A zeroed cache for ``num_slots`` sequences of up to ``max_seq_len`` tokens
+        (dtype/device default to the model's)."""
+        weight = self.norm.weight
+        cfg = self.config
+        return KVCache(
+            cfg.num_hidden_layers,
+            num_slots,
+            cfg.num_key_value_heads,
+            max_seq_len,
+            cfg.head_dim,
+            dtype=dtype or weight.dtype,
+            device=device or weight.device,
+        )
+
+    def kv_bytes_per_token(self, dtype: torch.dtype | None = None) -> int:
+        return kv_bytes_per_token(self.config, dtype or self.norm.weight.dtype)
+
+    # -- inference layout -----------------------------------------------------------
+
+    def fuse(self, use_onednn: bool = True) -> GPT:
+        """Fuse q/k/v and gate/up into one matmul each (one weight copy per layer).
+
+        On float32 CPU weights with ``use_onednn`` the copies are also prepacked for
+        oneDNN, which makes small-batch decode several times faster than the default
+        matmul. Costs one extra copy of the layer weights in memory. Call it after
+        loading and after ``.to(...)``; loading or moving again drops the fusion (the
+        unfused weights stay the source of truth), so call it again afterwards.
+        """
+        for module in self.modules():
+            if isinstance(module, Attention | MLP):
+                module.fuse(use_onednn)
+        self.is_fused = True
+        return self
+
+    def unfuse(self) -> GPT:
+        for module in self.modules():
+            if isinstance(module, Attention | MLP):
+                module.unfuse()
+        self.is_fused = False
+        return self
+
+    def _apply(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> GPT:
+        self.unfuse()  # fused copies are not parameters, .to()/.half() would not convert them
+        return super()._apply(fn, *args, **kwargs)
