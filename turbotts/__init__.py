@@ -1,25 +1,33 @@
 """TurboTTS: production serving for ChatTTS.
 
 Public API: :class:`TTS` (load once, synthesize batches), :class:`ModelSource`,
-the parameter objects and the exception tree.
+the parameter objects and the exception tree. Names are imported lazily, so
+torch-free parts (the scheduler, the KV allocator) can be imported without torch.
 """
 
-from turbotts.api import TTS, CodeResult
-from turbotts.config import EngineConfig, ModelConfig, StreamingConfig
-from turbotts.errors import (
-    CheckpointError,
-    DownloadError,
-    EngineError,
-    InvalidInputError,
-    QueueFullError,
-    TurboTTSError,
-    VoiceError,
-)
-from turbotts.model.loader import ModelSource
-from turbotts.params import SamplingParams, SynthesisParams
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "TTS": "turbotts.api",
+    "CodeResult": "turbotts.api",
+    "EngineConfig": "turbotts.config",
+    "ModelConfig": "turbotts.config",
+    "StreamingConfig": "turbotts.config",
+    "CheckpointError": "turbotts.errors",
+    "DownloadError": "turbotts.errors",
+    "EngineError": "turbotts.errors",
+    "InvalidInputError": "turbotts.errors",
+    "QueueFullError": "turbotts.errors",
+    "TurboTTSError": "turbotts.errors",
+    "VoiceError": "turbotts.errors",
+    "ModelSource": "turbotts.model.loader",
+    "SamplingParams": "turbotts.params",
+    "SynthesisParams": "turbotts.params",
+}
 __all__ = [
-    "TTS",
     "CheckpointError",
     "CodeResult",
     "DownloadError",
@@ -32,6 +40,28 @@ __all__ = [
     "SamplingParams",
     "StreamingConfig",
     "SynthesisParams",
+    "TTS",
     "TurboTTSError",
     "VoiceError",
 ]
+
+if TYPE_CHECKING:
+    from turbotts.api import TTS, CodeResult
+    from turbotts.config import EngineConfig, ModelConfig, StreamingConfig
+    from turbotts.errors import (
+        CheckpointError,
+        DownloadError,
+        EngineError,
+        InvalidInputError,
+        QueueFullError,
+        TurboTTSError,
+        VoiceError,
+    )
+    from turbotts.model.loader import ModelSource
+    from turbotts.params import SamplingParams, SynthesisParams
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'turbotts' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

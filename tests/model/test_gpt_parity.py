@@ -22,19 +22,25 @@ def tiny_config() -> GPTConfig:
     return model_config_from_dict(fixture_config(), gpt_json).gpt
 
 
+@pytest.fixture(scope="module", params=[False, True], ids=["unfused", "fused"])
+def is_fused(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
 @pytest.fixture(scope="module")
-def embed() -> Embed:
+def embed(is_fused: bool) -> Embed:
     module = Embed(tiny_config())
     module.load_state_dict(fold_weight_norm(load_file(str(ASSET / "Embed.safetensors"))), strict=True)
-    return module.eval()
+    module.eval()
+    return module.fuse() if is_fused else module
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["unfused", "fused"])
-def gpt(request: pytest.FixtureRequest) -> GPT:
+@pytest.fixture(scope="module")
+def gpt(is_fused: bool) -> GPT:
     model = GPT(tiny_config())
     model.load_state_dict(load_file(str(ASSET / "gpt" / "model.safetensors")), strict=True)
     model.eval()
-    return model.fuse() if request.param else model
+    return model.fuse() if is_fused else model
 
 
 def test_parameter_names_are_the_checkpoint_keys() -> None:
@@ -94,3 +100,7 @@ def test_fusion_is_dropped_when_weights_change() -> None:
     assert not model.is_fused
     model.fuse().to(torch.float64)
     assert not model.is_fused
+    embed = Embed(tiny_config()).fuse()
+    assert embed.is_fused
+    embed.load_state_dict(fold_weight_norm(load_file(str(ASSET / "Embed.safetensors"))), strict=True)
+    assert not embed.is_fused

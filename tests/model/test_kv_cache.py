@@ -14,6 +14,7 @@ from turbotts.errors import EngineError
 from turbotts.model.attention import Attention, DecodeMetadata, DecodeStrategy, DenseMetadata, PrefillMetadata
 from turbotts.model.embed import Embed, fold_weight_norm
 from turbotts.model.gpt import GPT, kv_bytes_per_token
+from turbotts.model.layers import RotaryEmbedding, rotate_half
 
 ASSET = FIXTURE_DIR / "asset"
 ATOL = 1e-5
@@ -115,10 +116,10 @@ def test_padded_query_rows_are_zero_not_nan() -> None:
     attention = Attention(cfg).eval()
     x = torch.randn(2, 5, cfg.hidden_size)
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
-    cos, sin = torch.ones(2, 5, cfg.head_dim), torch.zeros(2, 5, cfg.head_dim)
+    rotary = RotaryEmbedding(cfg.head_dim, cfg.rope_theta)(torch.arange(5).expand(2, -1), x.dtype)
     with torch.inference_mode():
         attention.o_proj.weight.copy_(torch.eye(cfg.hidden_size))  # expose the attention output
-        out = attention(x, cos, sin, DenseMetadata(mask), None)
+        out = attention(x, rotary, DenseMetadata(mask), None)
     assert torch.isfinite(out).all()
     assert out[0, :2].abs().max() == 0
     assert out[0, 2:].abs().min() > 0
@@ -145,3 +146,15 @@ def test_kv_bytes_per_token_sizes_the_cache() -> None:
     model = GPT(tiny_config())
     cache = model.new_kv_cache(num_slots=3, max_seq_len=10)
     assert cache.num_bytes == 3 * 10 * model.kv_bytes_per_token()
+
+
+def test_rotary_matches_the_rotate_half_formula() -> None:
+    rope = RotaryEmbedding(head_dim=16, theta=10000.0)
+    positions = torch.tensor([[0, 1, 7, 300]])
+    x = torch.randn(1, 3, 4, 16)  # (B, heads, L, d)
+    rotary = rope(positions, torch.float32)
+    freqs = positions[..., None].float() / 10000.0 ** (torch.arange(0, 16, 2).float() / 16)  # (1, 4, 8)
+    cos = torch.cat((freqs, freqs), -1).cos()[:, None]
+    sin = torch.cat((freqs, freqs), -1).sin()[:, None]
+    torch.testing.assert_close(rotary.apply(x), x * cos + rotate_half(x) * sin, rtol=0, atol=1e-6)
+    assert torch.equal(rotary.apply(x)[:, :, 0], x[:, :, 0]), "position 0 is not rotated"

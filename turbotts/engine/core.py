@@ -25,6 +25,7 @@ from turbotts.params import SynthesisParams
 from turbotts.text.frontend import TextFrontend
 from turbotts.text.pronounce import PronunciationDict
 from turbotts.text.sanitize import charset_from_vocab
+from turbotts.text.segment import is_speakable
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class EngineCore:
         if request_id in self._requests:
             raise InvalidInputError(f"request id {request_id!r} is already running")
         prepared = self.frontend.prepare(text, normalize_text=params.normalize_text)
-        if not prepared.strip():
+        if not is_speakable(prepared):
             raise InvalidInputError("the text is empty after cleaning; give at least one speakable word")
         seed = params.seed if params.seed is not None else secrets.randbits(63)
         voice = params.voice

@@ -75,7 +75,7 @@ class AudioStream:
             due = self.config.first_chunk_frames if self.num_emitted_samples == 0 else self.config.chunk_frames
             if stable_frames - emitted_frames < due:
                 return None
-            end_sample = SAMPLES_PER_FRAME * stable_frames
+            end_sample = min(SAMPLES_PER_FRAME * stable_frames, SAMPLES_PER_FRAME * self.num_frames - HALF_FRAME)
         start_frame = max(0, emitted_frames - self.config.left_context_frames)
         window = torch.stack(self._frames[start_frame:])  # (T, H) or (T, num_vq)
         offset = SAMPLES_PER_FRAME * start_frame

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from turbotts.config import GPTConfig
 from turbotts.errors import EngineError
-from turbotts.model.layers import FusedLinear, apply_rotary
+from turbotts.model.layers import Fusable, FusedLinear, Rotary
 
 
 class KVCache:
@@ -161,7 +161,7 @@ class DecodeMetadata:
 AttentionMetadata = DenseMetadata | PrefillMetadata | DecodeMetadata
 
 
-class Attention(nn.Module):
+class Attention(Fusable):
     """Multi-head self-attention with HF Llama parameter names (q/k/v/o_proj, no bias)."""
 
     def __init__(self, config: GPTConfig) -> None:
@@ -177,20 +177,18 @@ class Attention(nn.Module):
         self._qkv: FusedLinear | None = None
         self._o: FusedLinear | None = None
 
-    def fuse(self, use_onednn: bool) -> None:
-        """Build one q/k/v matmul (and a prepacked o_proj) from the current weights."""
+    def _build_fused(self, use_onednn: bool) -> None:
+        """One q/k/v matmul and a prepacked o_proj."""
         self._qkv = FusedLinear([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight], use_onednn)
         self._o = FusedLinear([self.o_proj.weight], use_onednn)
 
-    def unfuse(self) -> None:
+    def _drop_fused(self) -> None:
         self._qkv = None
         self._o = None
 
-    def forward(
-        self, x: Tensor, cos: Tensor, sin: Tensor, meta: AttentionMetadata, kv: tuple[Tensor, Tensor] | None
-    ) -> Tensor:
-        """x (B, L, hidden), cos/sin (B, L, head_dim) -> (B, L, hidden); ``kv`` is this layer's
-        cache (required unless ``meta`` is DenseMetadata)."""
+    def forward(self, x: Tensor, rotary: Rotary, meta: AttentionMetadata, kv: tuple[Tensor, Tensor] | None) -> Tensor:
+        """x (B, L, hidden) -> (B, L, hidden); ``kv`` is this layer's cache (required
+        unless ``meta`` is DenseMetadata)."""
         batch, seq_len, _ = x.shape
         if self._qkv is None:
             q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
@@ -199,8 +197,7 @@ class Attention(nn.Module):
         q = q.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2)  # (B, h, L, d)
         k = k.view(batch, seq_len, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh, L, d)
         v = v.view(batch, seq_len, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh, L, d)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, L, d)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q, k = rotary.apply(q), rotary.apply(k)
         if isinstance(meta, DenseMetadata):
             out = self._dense(q, k, v, meta)
         elif kv is None:

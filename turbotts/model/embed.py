@@ -9,11 +9,14 @@ per-step heads are single matmuls.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
 from turbotts.config import GPTConfig
 from turbotts.errors import CheckpointError
+from turbotts.model.layers import Fusable, FusedLinear
 
 _WN_G = ".parametrizations.weight.original0"  # g, (out, 1)
 _WN_V = ".parametrizations.weight.original1"  # v, (out, in)
@@ -47,8 +50,13 @@ def fold_weight_norm(state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
     return folded
 
 
-class Embed(nn.Module):
-    """Text/code embedding tables and the text/code output heads (official names)."""
+class Embed(Fusable):
+    """Text/code embedding tables and the text/code output heads (official names).
+
+    ``fuse()`` runs the num_vq code heads as one matmul and prepacks both heads
+    for oneDNN on CPU (the text head alone is 21178 x 768, a large part of each
+    refine step); see :class:`~turbotts.model.layers.Fusable`.
+    """
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
@@ -61,6 +69,16 @@ class Embed(nn.Module):
             nn.Linear(hidden, config.num_audio_tokens, bias=False) for _ in range(config.num_vq)
         )
         self.head_text = nn.Linear(hidden, config.num_text_tokens, bias=False)
+        self._code_heads: FusedLinear | None = None
+        self._text_head: FusedLinear | None = None
+
+    def _build_fused(self, use_onednn: bool) -> None:
+        self._code_heads = FusedLinear([cast(nn.Linear, head).weight for head in self.head_code], use_onednn)
+        self._text_head = FusedLinear([self.head_text.weight], use_onednn)
+
+    def _drop_fused(self) -> None:
+        self._code_heads = None
+        self._text_head = None
 
     def embed(self, input_ids: Tensor, text_mask: Tensor) -> Tensor:
         """Embed a prompt batch.
@@ -97,8 +115,11 @@ class Embed(nn.Module):
 
     def code_logits(self, hidden: Tensor) -> Tensor:
         """(..., hidden) -> (..., num_vq, num_audio_tokens) logits of the next code frame."""
+        if self._code_heads is not None:
+            logits = self._code_heads(hidden)  # (..., num_vq * num_audio_tokens), q-major
+            return logits.unflatten(-1, (self.num_vq, self.num_audio_tokens))  # (..., num_vq, num_audio_tokens)
         return torch.stack([head(hidden) for head in self.head_code], dim=-2)  # (..., num_vq, num_audio_tokens)
 
     def text_logits(self, hidden: Tensor) -> Tensor:
         """(..., hidden) -> (..., num_text_tokens) logits of the next text token."""
-        return self.head_text(hidden)
+        return self.head_text(hidden) if self._text_head is None else self._text_head(hidden)

@@ -1,11 +1,15 @@
 """Building blocks of the Llama-style GPT: RMSNorm, rotary embedding, gated MLP
-and a fused (optionally CPU-prepacked) linear.
+and fused (optionally CPU-prepacked) linears.
 
 Everything here follows the Hugging Face Llama conventions so the official
 checkpoint loads by name and the numbers match the official package.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -24,17 +28,38 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
+            # one fused kernel, bit-identical to the HF formula below in float32
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         x32 = x.float()
         variance = x32.pow(2).mean(-1, keepdim=True)
         return self.weight * (x32 * torch.rsqrt(variance + self.eps)).to(x.dtype)
 
 
+@dataclass(frozen=True)
+class Rotary:
+    """cos/sin of every (row, position), shared by all layers of one forward pass.
+
+    ``signed_sin`` is sin with its first half negated, so that
+    ``rotate_half(x) * sin == x.roll(d/2) * signed_sin`` exactly: one roll
+    instead of two slices, a negation and a cat per call.
+    """
+
+    cos: Tensor  # (B, L, d)
+    signed_sin: Tensor  # (B, L, d)
+
+    def apply(self, x: Tensor) -> Tensor:
+        """Rotate ``x`` (B, heads, L, d)."""
+        cos, signed_sin = self.cos.unsqueeze(1), self.signed_sin.unsqueeze(1)  # (B, 1, L, d)
+        return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
+
+
 class RotaryEmbedding(nn.Module):
-    """Rotary position embedding (HF ``rotate_half`` convention).
+    """Rotary position embedding (HF ``rotate_half`` convention, halves not interleaved).
 
     cos/sin are computed from explicit position ids on every call rather than
     read from a table, because a continuous-batching step mixes rows at
-    unrelated positions. ``inv_freq`` is rebuilt in float32 each call (32
+    unrelated positions. ``inv_freq`` is rebuilt in float32 each call (d/2
     values) instead of being a buffer, so ``module.to(torch.bfloat16)`` cannot
     degrade it.
     """
@@ -48,32 +73,28 @@ class RotaryEmbedding(nn.Module):
         exponents = torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim
         return 1.0 / (self.theta**exponents)  # (d/2,)
 
-    def forward(self, position_ids: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """Return (cos, sin), each of shape ``position_ids.shape + (head_dim,)``."""
-        freqs = position_ids.float().unsqueeze(-1) * self.inv_freq(position_ids.device)  # (..., d/2)
-        emb = torch.cat((freqs, freqs), dim=-1)  # (..., d)
-        return emb.cos().to(dtype), emb.sin().to(dtype)
+    def forward(self, position_ids: Tensor, dtype: torch.dtype) -> Rotary:
+        """Tables for ``position_ids`` (B, L) in ``dtype``."""
+        freqs = position_ids.float().unsqueeze(-1) * self.inv_freq(position_ids.device)  # (B, L, d/2)
+        emb = torch.cat((freqs, freqs), dim=-1)  # (B, L, d)
+        sin = freqs.sin()
+        return Rotary(emb.cos().to(dtype), torch.cat((-sin, sin), dim=-1).to(dtype))
 
 
 def rotate_half(x: Tensor) -> Tensor:
-    """(x1, x2) -> (-x2, x1) over the last dim, halves not interleaved."""
+    """(x1, x2) -> (-x2, x1) over the last dim (the reference form of :meth:`Rotary.apply`)."""
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate ``x`` (B, heads, L, d) by cos/sin (B, 1, L, d)."""
-    return x * cos + rotate_half(x) * sin
 
 
 class FusedLinear:
     """Several bias-free linears sharing one input, run as a single matmul.
 
     It holds its own copy of the weights (concatenated along the output dim), so
-    it must be rebuilt after the source weights change; the owning model does
-    that through ``unfuse``/``fuse``. On CPU the copy is reordered once into a
-    oneDNN blocked layout, which runs decode-size matmuls (a few rows) at close
-    to memory bandwidth where the default BLAS path is ~1.5-3x slower.
+    it must be rebuilt after the source weights change (see :class:`Fusable`).
+    On CPU the copy is reordered once into a oneDNN blocked layout, which runs
+    decode-size matmuls (a few rows) near memory bandwidth where the default
+    BLAS path is ~1.5-3x slower.
     """
 
     def __init__(self, weights: list[Tensor], use_onednn: bool) -> None:
@@ -105,7 +126,49 @@ def can_use_onednn(weight: Tensor) -> bool:
     )
 
 
-class MLP(nn.Module):
+class Fusable(nn.Module):
+    """A module that can keep fused copies (:class:`FusedLinear`) of its weights.
+
+    The parameters stay the source of truth (official names, strict loading);
+    the copies are dropped whenever they could go stale: on ``load_state_dict``
+    and on ``.to()/.half()/...``. Call ``fuse()`` again after either.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.is_fused = False
+        self.register_load_state_dict_post_hook(_unfuse_after_load)
+
+    def fuse(self: FusableT, use_onednn: bool = True) -> FusableT:
+        self._build_fused(use_onednn)
+        self.is_fused = True
+        return self
+
+    def unfuse(self: FusableT) -> FusableT:
+        self._drop_fused()
+        self.is_fused = False
+        return self
+
+    def _build_fused(self, use_onednn: bool) -> None:
+        raise NotImplementedError
+
+    def _drop_fused(self) -> None:
+        raise NotImplementedError
+
+    def _apply(self: FusableT, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> FusableT:
+        self.unfuse()  # the copies are not parameters: .to() would not convert them
+        return super()._apply(fn, *args, **kwargs)
+
+
+FusableT = TypeVar("FusableT", bound=Fusable)
+
+
+def _unfuse_after_load(module: nn.Module, incompatible_keys: Any) -> None:
+    if isinstance(module, Fusable):
+        module.unfuse()
+
+
+class MLP(Fusable):
     """SiLU-gated feed-forward: down(silu(gate(x)) * up(x))."""
 
     def __init__(self, config: GPTConfig) -> None:
@@ -116,12 +179,12 @@ class MLP(nn.Module):
         self._gate_up: FusedLinear | None = None
         self._down: FusedLinear | None = None
 
-    def fuse(self, use_onednn: bool) -> None:
-        """Build the fused gate/up matmul (and a prepacked down) from the current weights."""
+    def _build_fused(self, use_onednn: bool) -> None:
+        """One gate/up matmul and a prepacked down_proj."""
         self._gate_up = FusedLinear([self.gate_proj.weight, self.up_proj.weight], use_onednn)
         self._down = FusedLinear([self.down_proj.weight], use_onednn)
 
-    def unfuse(self) -> None:
+    def _drop_fused(self) -> None:
         self._gate_up = None
         self._down = None
 

@@ -83,13 +83,13 @@ def _dvae(config: ModelConfig) -> Shapes:
     num_mels = config.vocos.input_channels
     group_dim = d.vq.dim // d.vq.G
     codebook_dim = len(d.vq.levels)
-    shapes: Shapes = {"coef": (1, num_mels, 1), "out_conv.weight": (num_mels, d.decoder.hidden, 3)}
+    shapes: Shapes = {"coef": (1, num_mels, 1), "out_conv.weight": (num_mels, d.decoder.idim, 3)}
     shapes |= _conv_stack("decoder", d.decoder) | _conv_stack("encoder", d.encoder)
     shapes |= {
-        "downsample_conv.0.weight": (d.encoder.idim, num_mels, 3),
-        "downsample_conv.0.bias": (d.encoder.idim,),
-        "downsample_conv.2.weight": (d.encoder.idim, d.encoder.idim, 4),
-        "downsample_conv.2.bias": (d.encoder.idim,),
+        "downsample_conv.0.weight": (d.decoder.idim, num_mels, 3),
+        "downsample_conv.0.bias": (d.decoder.idim,),
+        "downsample_conv.2.weight": (d.decoder.idim, d.decoder.idim, 4),
+        "downsample_conv.2.bias": (d.decoder.idim,),
     }
     shapes |= _mel_front("preprocessor_mel", config)
     for g in range(d.vq.G):
@@ -105,7 +105,7 @@ def _dvae(config: ModelConfig) -> Shapes:
 
 def _decoder(config: ModelConfig) -> Shapes:
     num_mels = config.vocos.input_channels
-    return {"coef": (1, num_mels, 1), "out_conv.weight": (num_mels, config.decoder.hidden, 3)} | _conv_stack(
+    return {"coef": (1, num_mels, 1), "out_conv.weight": (num_mels, config.decoder.idim, 3)} | _conv_stack(
         "decoder", config.decoder
     )
 

@@ -105,7 +105,8 @@ def _fit(units: Units, max_units: int, level: int) -> list[Units]:
     return out
 
 
-def _is_speakable(segment: str) -> bool:
+def is_speakable(segment: str) -> bool:
+    """Whether the text has a letter, digit or ideograph outside control tokens."""
     plain = "".join(piece for piece, is_token in split_control_tokens(segment) if not is_token)
     return any(ch.isalnum() for ch in plain)
 
@@ -133,7 +134,7 @@ def split_text(text: str, max_units: int = 100) -> list[str]:
         segment = "".join(units).strip()
         if not segment:
             continue
-        if _is_speakable(segment):
+        if is_speakable(segment):
             segments.append(segment)
         elif segments and len(_units(segments[-1] + segment)) <= max_units:
             segments[-1] += segment

@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from tests.conftest_redis import redis_server
+
+__all__ = ["redis_server"]

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from turbotts.cache.keys import cache_key, canonical_request_json, is_cacheable, normalize_text_for_key, redis_key
+from turbotts.errors import InvalidInputError
+from turbotts.params import SamplingParams, SynthesisParams
+
+BASE = SynthesisParams(seed=42)
+
+
+def key_of(text: str = "Hello world.", params: SynthesisParams = BASE, **kwargs: object) -> str:
+    options: dict = {"response_format": "wav", "model_fingerprint": "ckpt-abc", **kwargs}
+    return cache_key(text, params, **options)
+
+
+def test_key_is_a_stable_sha256_hex() -> None:
+    key = key_of()
+    assert len(key) == 64 and int(key, 16) >= 0
+    assert key == key_of()
+    assert key == key_of(params=SynthesisParams(seed=42))  # equal params built separately
+
+
+def test_text_spellings_of_the_same_request_share_a_key() -> None:
+    assert key_of("  Hello \n\t world. ") == key_of("Hello world.")
+    # "é" composed (NFC) and decomposed (NFD) are the same text
+    assert key_of("caf\u00e9") == key_of("cafe\u0301")
+    assert normalize_text_for_key("a  b\u3000c") == "a b c"
+
+
+def test_case_and_punctuation_change_the_key() -> None:
+    assert key_of("Hello world.") != key_of("hello world.")
+    assert key_of("Hello world.") != key_of("Hello world!")
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        SynthesisParams(seed=43),
+        SynthesisParams(seed=42, voice_seed=7),
+        SynthesisParams(seed=42, voice="abc"),
+        SynthesisParams(seed=42, prompt="[speed_3]"),
+        SynthesisParams(seed=42, refine_prompt="[oral_2]"),
+        SynthesisParams(seed=42, refine_text=False),
+        SynthesisParams(seed=42, normalize_text=False),
+        SynthesisParams(seed=42, use_decoder=False),
+        SynthesisParams(seed=42, code=SamplingParams(temperature=0.31)),
+        SynthesisParams(seed=42, code=SamplingParams(temperature=(0.3, 0.3, 0.3, 0.4))),
+        SynthesisParams(seed=42, code=SamplingParams(top_p=0.71)),
+        SynthesisParams(seed=42, code=SamplingParams(top_k=21)),
+        SynthesisParams(seed=42, code=SamplingParams(repetition_penalty=1.06)),
+        SynthesisParams(seed=42, code=SamplingParams(min_new_tokens=1)),
+        SynthesisParams(seed=42, code=SamplingParams(max_new_tokens=2047)),
+        SynthesisParams(seed=42, code=SamplingParams(greedy=True)),
+        SynthesisParams(seed=42, refine=SamplingParams(temperature=0.5)),
+    ],
+)
+def test_every_parameter_changes_the_key(changed: SynthesisParams) -> None:
+    assert key_of(params=changed) != key_of()
+
+
+def test_format_fingerprint_and_extra_change_the_key() -> None:
+    assert key_of(response_format="mp3") != key_of()
+    assert key_of(model_fingerprint="ckpt-def") != key_of()
+    assert key_of(extra={"speed": 1.25}) != key_of()
+    assert key_of(extra={"speed": 1.25}) == key_of(extra={"speed": 1.25})
+
+
+def test_canonical_json_holds_every_params_field() -> None:
+    """A field added to SynthesisParams later is in the key without touching keys.py."""
+    document = json.loads(canonical_request_json("x", BASE, response_format="wav", model_fingerprint="m"))
+    assert set(document["params"]) == {f.name for f in dataclasses.fields(SynthesisParams)}
+    assert set(document["params"]["code"]) == {f.name for f in dataclasses.fields(SamplingParams)}
+
+
+def test_only_seeded_requests_are_cacheable() -> None:
+    assert is_cacheable(BASE)
+    assert not is_cacheable(SynthesisParams())
+    assert not is_cacheable(SynthesisParams(voice_seed=3))  # a fixed voice alone is not deterministic audio
+    with pytest.raises(InvalidInputError, match="seed"):
+        key_of(params=SynthesisParams())
+
+
+def test_an_empty_model_fingerprint_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match="model_fingerprint"):
+        key_of(model_fingerprint="")
+
+
+def test_redis_key_spreads_by_hash_prefix() -> None:
+    key = key_of()
+    assert redis_key(key) == f"tts:{key[:2]}:{key}"
+    assert redis_key(key, prefix="staging") == f"staging:{key[:2]}:{key}"

@@ -1,0 +1,165 @@
+"""Continuous batching on the tiny model: batch invariance, streaming, cancellation, budgets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from functools import cache
+
+import numpy as np
+import pytest
+
+from tests.golden import FIXTURE_DIR
+from turbotts import EngineConfig, QueueFullError, SamplingParams, StreamingConfig, SynthesisParams
+from turbotts.engine.core import EngineCore
+from turbotts.engine.request import RequestOutput
+from turbotts.model.chattts import ChatTTSModel
+from turbotts.model.loader import ModelSource, load_model
+
+TEXTS = ["你好，欢迎使用语音合成。", "hello world, this is a test.", "测试一下", "今天天气怎么样", "hello",
+         "this is a test", "欢迎使用", "world", "语音合成"]
+
+
+@cache
+def model() -> ChatTTSModel:
+    return load_model(ModelSource(checkpoint=FIXTURE_DIR))
+
+
+def run_all(core: EngineCore) -> dict[str, list[RequestOutput]]:
+    outputs: dict[str, list[RequestOutput]] = {}
+    while core.has_work():
+        for out in core.step():
+            outputs.setdefault(out.request_id, []).append(out)
+    return outputs
+
+
+def sampled(seed: int, max_new: int = 30) -> SynthesisParams:
+    code = SamplingParams(temperature=0.7, top_p=0.9, top_k=40, repetition_penalty=1.05, max_new_tokens=max_new)
+    return SynthesisParams(code=code, refine_text=False, seed=seed)
+
+
+def test_a_request_gives_the_same_codes_alone_and_in_a_batch_of_nine() -> None:
+    alone = EngineCore(model(), EngineConfig(max_batch_size=1))
+    alone.add_request("target", TEXTS[0], sampled(1234))
+    codes_alone = run_all(alone)["target"][-1].codes
+
+    batch = EngineCore(model(), EngineConfig(max_batch_size=16))
+    batch.add_request("other-0", TEXTS[1], sampled(1))
+    batch.step()  # the target joins a batch that is already running
+    batch.add_request("target", TEXTS[0], sampled(1234))
+    for i, text in enumerate(TEXTS[2:], start=1):
+        batch.add_request(f"other-{i}", text, sampled(i + 1, max_new=10 + 3 * i))
+    outputs = run_all(batch)
+    assert outputs["target"][-1].codes == codes_alone
+    assert codes_alone and len(codes_alone[0]) == 4
+    assert len({str(outputs[f"other-{i}"][-1].codes) for i in range(8)}) > 1  # others really differ
+
+
+def test_different_seeds_give_different_codes() -> None:
+    core = EngineCore(model(), EngineConfig())
+    core.add_request("a", TEXTS[0], sampled(1))
+    core.add_request("b", TEXTS[0], sampled(2))
+    outputs = run_all(core)
+    assert outputs["a"][-1].codes != outputs["b"][-1].codes
+
+
+@pytest.mark.parametrize(("left", "lookahead", "tolerance"), [(8, 8, 5e-3), (24, 24, 1e-5)])
+def test_streamed_chunks_concatenate_to_the_one_shot_decode(left: int, lookahead: int, tolerance: float) -> None:
+    streaming = StreamingConfig(first_chunk_frames=4, chunk_frames=8, left_context_frames=left,
+                                lookahead_frames=lookahead)
+    params = SynthesisParams(code=SamplingParams(max_new_tokens=70, ignore_eos=True), refine_text=False, seed=5)
+    streamed_core = EngineCore(model(), EngineConfig(streaming=streaming))
+    streamed_core.add_request("s", TEXTS[1], params, stream=True)
+    chunks = run_all(streamed_core)["s"]
+    one_shot_core = EngineCore(model(), EngineConfig())
+    one_shot_core.add_request("o", TEXTS[1], params, stream=False)
+    one_shot = run_all(one_shot_core)["o"]
+    assert len([c for c in chunks if len(c.audio)]) >= 5
+    assert len(one_shot) == 1
+    joined = np.concatenate([c.audio for c in chunks])
+    assert len(joined) == len(one_shot[0].audio) == 512 * 70 - 256
+    assert float(np.abs(joined - one_shot[0].audio).max()) <= tolerance
+
+
+def test_first_chunk_arrives_after_first_chunk_plus_lookahead_frames() -> None:
+    streaming = StreamingConfig(first_chunk_frames=4, chunk_frames=8, left_context_frames=8, lookahead_frames=3)
+    core = EngineCore(model(), EngineConfig(streaming=streaming))
+    params = SynthesisParams(code=SamplingParams(max_new_tokens=40, ignore_eos=True), refine_text=False, seed=5)
+    core.add_request("s", TEXTS[0], params, stream=True)
+    steps = 0
+    while True:
+        steps += 1
+        outs = core.step()
+        if outs:
+            break
+    assert steps == 4 + 3  # one prefill step makes frame 0, then one frame per step
+    assert len(outs[0].audio) == 4 * 512 and outs[0].ttfa_s is not None and outs[0].ttfa_s > 0
+
+
+def test_cancel_frees_the_slot_at_the_next_step() -> None:
+    core = EngineCore(model(), EngineConfig(max_batch_size=2))
+    params = SynthesisParams(code=SamplingParams(max_new_tokens=200, ignore_eos=True), refine_text=False, seed=1)
+    core.add_request("a", TEXTS[0], params)
+    core.add_request("b", TEXTS[1], params)
+    core.add_request("c", TEXTS[2], params)
+    core.step()
+    assert core.scheduler.num_free_slots == 0 and core.scheduler.num_waiting == 1
+    assert core.abort("a")
+    core.step()  # frees a's slot, admits c into it
+    assert core.scheduler.num_running == 2 and core.scheduler.num_waiting == 0
+    assert not core.abort("a")
+
+
+def test_kv_budget_limits_slots_and_extra_requests_wait() -> None:
+    gpt = model().modules.gpt
+    one_slot = 256 * gpt.kv_bytes_per_token()
+    core = EngineCore(model(), EngineConfig(max_batch_size=8, max_seq_len=256, kv_budget_bytes=3 * one_slot + 10))
+    assert core.kv_layout.num_slots == 3
+    assert core.runner.cache.num_bytes <= 3 * one_slot
+    params = SynthesisParams(code=SamplingParams(max_new_tokens=20, ignore_eos=True), refine_text=False, seed=1)
+    for i in range(6):
+        core.add_request(str(i), TEXTS[i], params)
+    core.step()
+    assert core.scheduler.num_running == 3 and core.scheduler.num_waiting == 3
+    outputs = run_all(core)
+    assert sorted(outputs) == [str(i) for i in range(6)]
+    assert all(len(o[-1].codes or []) == 20 for o in outputs.values())
+
+
+def test_full_queue_is_a_typed_rejection() -> None:
+    core = EngineCore(model(), EngineConfig(max_batch_size=1, max_waiting=2))
+    params = sampled(1)
+    core.add_request("a", TEXTS[0], params)
+    core.add_request("b", TEXTS[0], params)
+    with pytest.raises(QueueFullError, match="retry"):
+        core.add_request("c", TEXTS[0], params)
+
+
+def test_generation_stops_at_the_end_of_the_kv_slot() -> None:
+    core = EngineCore(model(), EngineConfig(max_seq_len=40))
+    params = SynthesisParams(code=SamplingParams(max_new_tokens=500, ignore_eos=True), refine_text=False, seed=1)
+    core.add_request("a", TEXTS[0], params)  # 16 prompt tokens
+    final = run_all(core)["a"][-1]
+    assert final.finish_reason == "length" and len(final.codes or []) == 40 - 16
+
+
+def test_refine_then_codes_run_batched_with_other_requests() -> None:
+    core = EngineCore(model(), EngineConfig())
+    refine = SamplingParams(temperature=0.7, max_new_tokens=10, repetition_penalty=1.0)
+    with_refine = SynthesisParams(code=SamplingParams(max_new_tokens=12), refine=refine, refine_text=True, seed=3)
+    core.add_request("r1", TEXTS[0], with_refine)
+    core.add_request("r2", TEXTS[1], with_refine)
+    core.add_request("plain", TEXTS[2], sampled(4, max_new=12))
+    core.step()
+    assert core.last_step is not None and core.last_step.num_prefill == 3
+    outputs = run_all(core)
+    for request_id in ("r1", "r2"):
+        final = outputs[request_id][-1]
+        assert final.refined_text is not None and final.is_finished
+
+
+def test_scheduler_and_allocator_import_without_torch() -> None:
+    code = ("import sys; import turbotts.engine.scheduler, turbotts.engine.kv, turbotts.engine.batch; "
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,85 @@
+"""The `turbotts` command as a user runs it (real subprocesses, real WAV files)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+
+from tests.golden import FIXTURE_DIR
+from turbotts.model.speaker import decode_voice
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TURBOTTS_HOME": "/nonexistent-turbotts-home"}
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "turbotts", *args], capture_output=True, text=True, timeout=timeout, env=ENV
+    )
+
+
+def test_say_on_the_fixture_checkpoint_writes_24khz_wav(tmp_path: Path) -> None:
+    out = tmp_path / "hello.wav"
+    result = run_cli("say", "你好，欢迎使用语音合成。", "-o", str(out), "--checkpoint", str(FIXTURE_DIR),
+                     "--greedy", "--skip-refine", "--max-new-tokens", "30", "--seed", "1")
+    assert result.returncode == 0, result.stderr
+    audio, rate = sf.read(str(out), dtype="float32")
+    assert rate == 24000
+    assert len(audio) == 512 * 30 - 256  # random weights never stop early with greedy on this text
+
+
+def test_say_on_dummy_weights_with_refine(tmp_path: Path) -> None:
+    out = tmp_path / "dummy.wav"
+    result = run_cli("say", "hello world. 2 apples!", "-o", str(out), "--load-format", "dummy",
+                     "--dummy-size", "tiny", "--max-new-tokens", "12", "--seed", "3")
+    assert result.returncode == 0, result.stderr
+    audio, rate = sf.read(str(out), dtype="float32")
+    assert rate == 24000 and 0 < len(audio) <= 512 * 12 - 256
+
+
+def test_voices_random_is_deterministic_and_decodes() -> None:
+    first = run_cli("voices", "random", "--seed", "5")
+    second = run_cli("voices", "random", "--seed", "5")
+    other = run_cli("voices", "random", "--seed", "6")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == second.stdout != other.stdout
+    assert decode_voice(first.stdout.strip(), 768).shape == (768,)  # official statistics are 768 wide
+
+
+def test_init_checkpoint_then_say(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    assert run_cli("init-checkpoint", str(root), "--size", "tiny", "--seed", "9").returncode == 0
+    assert (root / "asset" / "gpt" / "model.safetensors").is_file()
+    out = tmp_path / "x.wav"
+    result = run_cli("say", "hello", "-o", str(out), "--checkpoint", str(root), "--skip-refine",
+                     "--max-new-tokens", "5", "--seed", "2")
+    assert result.returncode == 0, result.stderr
+    assert sf.info(str(out)).samplerate == 24000
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("say", "hi", "--checkpoint", "/does/not/exist"), "does not exist"),
+        (("say", "hi", "--load-format", "dummy", "--dummy-size", "huge"), "dummy-size"),
+        (("say", "hi", "--load-format", "dummy", "--temperature", "-1"), "temperature"),
+        (("say", "hi", "--load-format", "dummy", "--voice", "not a voice"), "base16384"),
+        (("say", "!!!", "--load-format", "dummy", "--skip-refine"), "empty after cleaning"),
+        (("init-checkpoint", "/tmp/x", "--size", "medium"), "--size"),
+    ],
+)
+def test_user_errors_exit_2_with_a_message(args: tuple[str, ...], message: str) -> None:
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_without_the_hub_say_stops_fast_and_explains_dummy_and_local_options() -> None:
+    result = run_cli("say", "hi", timeout=60)
+    assert result.returncode == 2
+    assert "--load-format dummy" in result.stderr and "--checkpoint DIR" in result.stderr

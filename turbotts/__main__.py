@@ -1,0 +1,3 @@
+from turbotts.cli import main
+
+main()

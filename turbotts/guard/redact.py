@@ -1,0 +1,128 @@
+"""Keep request text out of logs and metrics.
+
+Why: what users ask us to say is personal data. Logs and metric labels are
+copied, shipped and kept for months, so they get a digest and a length instead
+(``describe_text``), enough to correlate a complaint with a request (and with
+the watermark's request hash) without storing the words.
+
+Three layers, each cheap:
+
+* :func:`describe_text` for code that wants to log about a text on purpose;
+* :class:`RedactionFilter` (a ``logging.Filter``) that replaces ``text``/``input``
+  fields passed in ``extra`` and any occurrence of the current request's text
+  (registered with :func:`sensitive_text`) in the rendered message;
+* :class:`JsonFormatter`, one JSON object per line with the time, level, logger,
+  message and the ``request_id`` of the current context, which scrubs the same
+  fields again, so a handler that forgot the filter still leaks nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import sys
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
+from datetime import datetime, timezone
+from typing import IO, Any
+
+request_id_var: ContextVar[str | None] = ContextVar("turbotts_request_id", default=None)
+_sensitive_text_var: ContextVar[tuple[str, ...]] = ContextVar("turbotts_sensitive_text", default=())
+
+SENSITIVE_FIELDS = frozenset({"text", "input", "prompt"})
+_MIN_SCRUB_LEN = 4  # shorter strings are too common to replace inside messages
+_STANDARD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+
+def describe_text(text: str) -> dict[str, Any]:
+    """What may be logged about a text: a 12-hex SHA-256 prefix and its length in characters."""
+    return {"text_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()[:12], "text_len": len(text)}
+
+
+def _describe_field(name: str, value: object) -> dict[str, Any]:
+    described = describe_text(value if isinstance(value, str) else repr(value))
+    return {f"{name}_sha256": described["text_sha256"], f"{name}_len": described["text_len"]}
+
+
+@contextlib.contextmanager
+def sensitive_text(*texts: str) -> Iterator[None]:
+    """Within this block, these strings are replaced by their digest in every log message."""
+    token = _sensitive_text_var.set(_sensitive_text_var.get() + tuple(t for t in texts if len(t) >= _MIN_SCRUB_LEN))
+    try:
+        yield
+    finally:
+        _sensitive_text_var.reset(token)
+
+
+def scrub(message: str) -> str:
+    """Replace the current request's registered texts in ``message`` by ``<text sha256=... len=...>``."""
+    for text in _sensitive_text_var.get():
+        if text in message:
+            described = describe_text(text)
+            message = message.replace(text, f"<text sha256={described['text_sha256']} len={described['text_len']}>")
+    return message
+
+
+class RedactionFilter(logging.Filter):
+    """Rewrites records in place so no handler downstream can see request text.
+
+    Attach it to handlers (``handler.addFilter``), so it also covers records
+    propagated from child loggers.
+    """
+
+    def __init__(self, fields: Iterable[str] = SENSITIVE_FIELDS) -> None:
+        super().__init__()
+        self._fields = frozenset(fields)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name in self._fields & record.__dict__.keys():
+            record.__dict__.update(_describe_field(name, record.__dict__.pop(name)))
+        if _sensitive_text_var.get():
+            message = scrub(record.getMessage())
+            record.msg, record.args = message, None
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts``, ``level``, ``logger``, ``message``, ``request_id``, extras."""
+
+    def __init__(self, fields: Iterable[str] = SENSITIVE_FIELDS) -> None:
+        super().__init__()
+        self._fields = frozenset(fields)
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, tz=timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": scrub(record.getMessage()),
+            "request_id": request_id_var.get(),
+        }
+        for name, value in record.__dict__.items():
+            if name in _STANDARD_ATTRS or name.startswith("_"):
+                continue
+            if name in self._fields:
+                entry.update(_describe_field(name, value))
+            else:
+                entry[name] = value
+        if record.exc_info:
+            entry["exc"] = scrub(self.formatException(record.exc_info))
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def metric_label(value: str, allowed: frozenset[str], other: str = "other") -> str:
+    """A metric label from a closed set: anything else (a voice string, a text) becomes ``other``."""
+    return value if value in allowed else other
+
+
+def configure_json_logging(level: int | str = logging.INFO, stream: IO[str] | None = None) -> logging.Handler:
+    """Send the root logger's records as redacted JSON lines to ``stream`` (stderr); returns the handler."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(RedactionFilter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(level)
+    return handler
