@@ -28,6 +28,7 @@ _EXPORTS = {
     "SynthesisParams": "turbotts.params",
 }
 __all__ = [
+    "TTS",
     "CheckpointError",
     "CodeResult",
     "DownloadError",
@@ -40,7 +41,6 @@ __all__ = [
     "SamplingParams",
     "StreamingConfig",
     "SynthesisParams",
-    "TTS",
     "TurboTTSError",
     "VoiceError",
 ]

@@ -16,8 +16,17 @@ from turbotts.engine.request import RequestOutput
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.loader import ModelSource, load_model
 
-TEXTS = ["你好，欢迎使用语音合成。", "hello world, this is a test.", "测试一下", "今天天气怎么样", "hello",
-         "this is a test", "欢迎使用", "world", "语音合成"]
+TEXTS = [
+    "你好，欢迎使用语音合成。",
+    "hello world, this is a test.",
+    "测试一下",
+    "今天天气怎么样",
+    "hello",
+    "this is a test",
+    "欢迎使用",
+    "world",
+    "语音合成",
+]
 
 
 @cache
@@ -65,8 +74,9 @@ def test_different_seeds_give_different_codes() -> None:
 
 @pytest.mark.parametrize(("left", "lookahead", "tolerance"), [(8, 8, 5e-3), (24, 24, 1e-5)])
 def test_streamed_chunks_concatenate_to_the_one_shot_decode(left: int, lookahead: int, tolerance: float) -> None:
-    streaming = StreamingConfig(first_chunk_frames=4, chunk_frames=8, left_context_frames=left,
-                                lookahead_frames=lookahead)
+    streaming = StreamingConfig(
+        first_chunk_frames=4, chunk_frames=8, left_context_frames=left, lookahead_frames=lookahead
+    )
     params = SynthesisParams(code=SamplingParams(max_new_tokens=70, ignore_eos=True), refine_text=False, seed=5)
     streamed_core = EngineCore(model(), EngineConfig(streaming=streaming))
     streamed_core.add_request("s", TEXTS[1], params, stream=True)
@@ -159,7 +169,9 @@ def test_refine_then_codes_run_batched_with_other_requests() -> None:
 
 
 def test_scheduler_and_allocator_import_without_torch() -> None:
-    code = ("import sys; import turbotts.engine.scheduler, turbotts.engine.kv, turbotts.engine.batch; "
-            "assert 'torch' not in sys.modules, 'torch was imported'")
+    code = (
+        "import sys; import turbotts.engine.scheduler, turbotts.engine.kv, turbotts.engine.batch; "
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -102,7 +102,7 @@ def connect(config: RedisConfig) -> aioredis.Redis:
         config.url,
         socket_timeout=config.socket_timeout_s,
         socket_connect_timeout=config.socket_timeout_s,
-        retry=Retry(NoBackoff(), 1),
+        retry=Retry(NoBackoff(), 0),
         health_check_interval=0,
     )
     return client
@@ -157,7 +157,7 @@ class OutageTracker:
         self.num_failures += 1
         now = self._clock()
         self._retry_at = now + self.backoff_s
-        if True:
+        if not self.is_down:
             self.is_down = True
             self._down_since = now
             self.num_outages += 1

@@ -81,7 +81,12 @@ class AsyncEngine:
         return f"req-{next(self._ids)}"
 
     async def generate(
-        self, text: str, params: SynthesisParams, *, request_id: str | None = None, stream: bool = True,
+        self,
+        text: str,
+        params: SynthesisParams,
+        *,
+        request_id: str | None = None,
+        stream: bool = True,
     ) -> AsyncIterator[RequestOutput]:
         """Submit one synthesis and yield its outputs (audio chunks, then the final one).
 
@@ -100,7 +105,7 @@ class AsyncEngine:
         def add() -> None:
             try:
                 self.core.add_request(request_id, text, params, stream=stream)
-            except BaseException as exc:  # handed to the caller's future
+            except Exception as exc:  # noqa: BLE001 - handed to the caller's future
                 loop.call_soon_threadsafe(_set_exception, admitted, exc)
                 return
             self._streams[request_id] = stream_state
@@ -166,7 +171,7 @@ class AsyncEngine:
                 continue
             try:
                 outputs = self.core.step()
-            except Exception as exc:  # noqa: BLE001 - a failed step must not kill the server
+            except Exception as exc:
                 logger.exception("engine step failed; failing the requests in flight")
                 self._fail_all(EngineError(f"the engine failed while synthesizing ({type(exc).__name__}); retry"))
                 continue
