@@ -51,6 +51,7 @@ def main() -> None:
     for is_fused in (False, True):
         if is_fused:
             gpt.fuse()
+            embed.fuse()
         for strategy in DecodeStrategy:
             for batch, cached in cases:
                 seconds = time_step(gpt, embed, batch, cached, strategy, args.repeats)

@@ -156,6 +156,16 @@ def voices_random(
     typer.echo(encode_voice(sample_random_voice(stats, seed)))
 
 
+def _register_commands() -> None:
+    """Commands that live in their own modules (kept out of this file to stay small)."""
+    from turbotts.bench.command import bench
+
+    app.command("bench")(bench)
+
+
+_register_commands()
+
+
 def main() -> None:
     """Entry point: run the app, turning our own errors into exit code 2."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

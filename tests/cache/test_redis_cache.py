@@ -89,3 +89,21 @@ def test_config_validation_and_url_redaction() -> None:
     assert redact_url("redis://user:secret@host:6379/0") == "redis://user:***@host:6379/0"
     assert redact_url("redis://:secret@host/0") == "redis://:***@host/0"
     assert redact_url("redis://host/0") == "redis://host/0"
+
+
+def test_a_quiet_server_restart_is_not_an_outage(redis_server: RedisServer) -> None:
+    """The pooled connection goes stale across a restart; the one immediate retry reconnects."""
+
+    async def main() -> None:
+        config = RedisConfig(url=redis_server.url)
+        client = connect(config)
+        cache = RedisCache(client, config)
+        assert await cache.set(KEY, b"x")
+        redis_server.stop()
+        redis_server.start()  # same port, empty (no persistence)
+        assert await cache.get(KEY) is None
+        assert await cache.set(KEY, b"y") and await cache.get(KEY) == b"y"
+        assert cache.tracker.num_failures == 0 and not cache.tracker.is_down
+        await client.aclose()
+
+    asyncio.run(main())

@@ -78,7 +78,7 @@ def test_two_replicas_share_one_redis_bucket(redis_server: RedisServer) -> None:
         decisions = [await replicas[i % 2].acquire("key_abc") for i in range(5)]
         assert [d.is_allowed for d in decisions] == [True, True, True, False, False]
         assert 0 < decisions[-1].retry_after_s <= 2.0
-        assert decisions[2].num_tokens_left == pytest.approx(0.0, abs=0.01)
+        assert decisions[2].num_tokens_left == pytest.approx(0.0, abs=0.1)
         assert (await replicas[0].acquire("other")).is_allowed  # keys are independent
         ttl_ms = await clients[0].pttl("ratelimit:key_abc")
         assert 0 < ttl_ms <= math.ceil(3 / 0.5 * 1000) + 1000  # idle buckets expire by themselves
@@ -93,10 +93,10 @@ def test_redis_bucket_refills_on_the_server_clock(redis_server: RedisServer) -> 
     async def main() -> None:
         redis_config = RedisConfig(url=redis_server.url)
         client = connect(redis_config)
-        limiter = RedisRateLimiter(client, RateLimitConfig(rate_rps=20.0, burst=1), redis_config)
+        limiter = RedisRateLimiter(client, RateLimitConfig(rate_rps=5.0, burst=1), redis_config)
         assert (await limiter.acquire("k")).is_allowed
         denied = await limiter.acquire("k")
-        assert not denied.is_allowed and 0 < denied.retry_after_s <= 0.05
+        assert not denied.is_allowed and 0 < denied.retry_after_s <= 0.2
         await asyncio.sleep(denied.retry_after_s + 0.02)
         assert (await limiter.acquire("k")).is_allowed
         await client.aclose()

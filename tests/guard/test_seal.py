@@ -47,7 +47,10 @@ def test_round_trip_in_memory(sealed: Path) -> None:
 def test_no_plaintext_on_disk(sealed: Path) -> None:
     names = {p.relative_to(sealed).as_posix() for p in sealed.rglob("*") if p.is_file()}
     assert names == {f"{r}{seal.SEALED_SUFFIX}" for r in seal.checkpoint_files(FIXTURE_DIR)} | {
-        seal.MANIFEST_FILE, seal.SIGNATURE_FILE, seal.PUBLIC_KEY_FILE}
+        seal.MANIFEST_FILE,
+        seal.SIGNATURE_FILE,
+        seal.PUBLIC_KEY_FILE,
+    }
     sealed_bytes = b"".join(p.read_bytes() for p in sealed.rglob("*.sealed"))
     for relative in (ckpt.TOKENIZER_FILE, ckpt.GPT_CONFIG_FILE, ckpt.GPT_WEIGHTS_FILE):
         plaintext = (FIXTURE_DIR / relative).read_bytes()
@@ -67,38 +70,38 @@ def test_tampered_file_is_named(sealed_copy: Path) -> None:
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match="Vocos.safetensors.sealed.*tampered"):
+    with pytest.raises(CheckpointError, match=r"Vocos.safetensors.sealed.*tampered"):
         seal.open_sealed(sealed_copy, KEY, SIGNER.public_key())
 
 
 def test_truncated_file_is_named(sealed_copy: Path) -> None:
     path = sealed_copy / _sealed_name(ckpt.TOKENIZER_FILE)
     path.write_bytes(path.read_bytes()[:-100])
-    with pytest.raises(CheckpointError, match="tokenizer.json.sealed.*truncated"):
+    with pytest.raises(CheckpointError, match=r"tokenizer.json.sealed.*truncated"):
         seal.open_sealed(sealed_copy, KEY, SIGNER.public_key())
 
 
 def test_missing_file_is_named(sealed_copy: Path) -> None:
     (sealed_copy / _sealed_name(ckpt.DVAE_FILE)).unlink()
-    with pytest.raises(CheckpointError, match="DVAE.safetensors.sealed is missing"):
+    with pytest.raises(CheckpointError, match=r"DVAE.safetensors.sealed is missing"):
         seal.open_sealed(sealed_copy, KEY, SIGNER.public_key())
 
 
 def test_unsigned_or_edited_manifest_is_refused(sealed_copy: Path) -> None:
     manifest = sealed_copy / seal.MANIFEST_FILE
     manifest.write_bytes(manifest.read_bytes().replace(b'"size": ', b'"size":  '))
-    with pytest.raises(CheckpointError, match="manifest.json does not match its signature"):
+    with pytest.raises(CheckpointError, match=r"manifest.json does not match its signature"):
         seal.open_sealed(sealed_copy, KEY, SIGNER.public_key())
     (sealed_copy / seal.SIGNATURE_FILE).unlink()
-    with pytest.raises(CheckpointError, match="manifest.sig is missing"):
+    with pytest.raises(CheckpointError, match=r"manifest.sig is missing"):
         seal.open_sealed(sealed_copy, KEY, SIGNER.public_key())
 
 
 def test_wrong_keys_are_refused(sealed: Path) -> None:
-    with pytest.raises(CheckpointError, match="manifest.json.*another AES key"):
+    with pytest.raises(CheckpointError, match=r"manifest.json.*another AES key"):
         seal.open_sealed(sealed, bytes(32), SIGNER.public_key())
     other_signer = Ed25519PrivateKey.generate()
-    with pytest.raises(CheckpointError, match="manifest.json does not match its signature"):
+    with pytest.raises(CheckpointError, match=r"manifest.json does not match its signature"):
         seal.open_sealed(sealed, KEY, other_signer.public_key())
 
 
@@ -121,7 +124,7 @@ def test_plain_manifest(tmp_path: Path) -> None:
     assert seal.verify_plain_manifest(plain, SIGNER.public_key()) is True
     target = plain / ckpt.EMBED_FILE
     target.write_bytes(target.read_bytes()[:-1] + b"\x00")
-    with pytest.raises(CheckpointError, match="Embed.safetensors differs from the signed manifest"):
+    with pytest.raises(CheckpointError, match=r"Embed.safetensors differs from the signed manifest"):
         seal.verify_plain_manifest(plain, SIGNER.public_key())
 
 
@@ -130,9 +133,9 @@ def test_key_handling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: p
     monkeypatch.setenv("TT_KEY_B64", base64.b64encode(KEY).decode())
     monkeypatch.setenv("TT_KEY_SHORT", "abcd")
     assert seal.aes_key_from_env("TT_KEY_HEX") == KEY == seal.aes_key_from_env("TT_KEY_B64")
-    with pytest.raises(CheckpointError, match="TT_KEY_SHORT"):
+    with pytest.raises(CheckpointError, match=r"TT_KEY_SHORT"):
         seal.aes_key_from_env("TT_KEY_SHORT")
-    with pytest.raises(CheckpointError, match="TT_KEY_UNSET is not set"):
+    with pytest.raises(CheckpointError, match=r"TT_KEY_UNSET is not set"):
         seal.aes_key_from_env("TT_KEY_UNSET")
     signing_path = tmp_path / "keys" / "signing.pem"
     assert seal.seal_command(FIXTURE_DIR, tmp_path / "out", "TT_KEY_HEX", signing_path) == 0

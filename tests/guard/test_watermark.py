@@ -35,6 +35,7 @@ def _encode(wav: np.ndarray, container: str, codec: str, bit_rate: int, rate_hz:
     buffer = io.BytesIO()
     with av.open(buffer, "w", format=container) as out:
         stream = out.add_stream(codec, rate=rate_hz)
+        assert isinstance(stream, av.audio.stream.AudioStream)
         stream.bit_rate = bit_rate
         stream.layout = "mono"
         resampler = av.AudioResampler(format=stream.codec_context.format, layout="mono", rate=rate_hz)
@@ -52,9 +53,11 @@ def _lossy(wav: np.ndarray, container: str, codec: str, bit_rate: int, rate_hz: 
     """Encode and decode again, as a listener's player would."""
     buffer = io.BytesIO(_encode(wav, container, codec, bit_rate, rate_hz))
     to_float = av.AudioResampler(format="flt", layout="mono")
-    with av.open(buffer) as inp:
-        chunks = [c.to_ndarray().reshape(-1) for f in inp.decode(audio=0) for c in to_float.resample(f)]
-    return np.concatenate(chunks), rate_hz
+    with av.open(buffer, "r") as inp:
+        assert isinstance(inp, av.container.InputContainer)
+        frames = list(inp.decode(audio=0))
+    chunks = [c.to_ndarray().reshape(-1) for f in frames for c in to_float.resample(f)]
+    return np.concatenate(chunks), frames[0].sample_rate
 
 
 def test_payload_code_round_trip_and_crc() -> None:

@@ -17,7 +17,7 @@ _VOWELS = ((730, 1090, 2440), (270, 2290, 3010), (300, 870, 2240), (530, 1840, 2
 
 def _formant_gain(freqs: np.ndarray, formants: tuple[int, int, int]) -> np.ndarray:
     gain = np.zeros_like(freqs)
-    for formant, width in zip(formants, (80.0, 100.0, 140.0)):
+    for formant, width in zip(formants, (80.0, 100.0, 140.0), strict=True):
         gain += 1.0 / (1.0 + ((freqs - formant) / width) ** 2)
     return gain * (100.0 / np.maximum(freqs, 100.0))  # -6 dB/octave tilt (glottal source and lips)
 

@@ -102,7 +102,7 @@ def connect(config: RedisConfig) -> aioredis.Redis:
         config.url,
         socket_timeout=config.socket_timeout_s,
         socket_connect_timeout=config.socket_timeout_s,
-        retry=Retry(NoBackoff(), 0),
+        retry=Retry(NoBackoff(), 1),
         health_check_interval=0,
     )
     return client

@@ -27,11 +27,26 @@ import ahocorasick
 from turbotts.errors import InvalidInputError, TurboTTSError
 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\u034f"))
-_LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "8": "b", "@": "a", "$": "s",
-                       "!": "i", "|": "l", "+": "t"})
+_LEET = str.maketrans(
+    {
+        "0": "o",
+        "1": "i",
+        "3": "e",
+        "4": "a",
+        "5": "s",
+        "7": "t",
+        "8": "b",
+        "@": "a",
+        "$": "s",
+        "!": "i",
+        "|": "l",
+        "+": "t",
+    }
+)
 _LEET_TOKEN = re.compile(r"[\w@$!|+]+")
 _WORD = re.compile(r"\w+")
-_INTRA_WORD_PUNCT = re.compile(r"(?<=\w)[^\w\s]+(?=\w)")
+_INTRA_WORD_PUNCT = re.compile(r"(?<=[^\W_])(?:[^\w\s]|_)+(?=[^\W_])")
+_NUMBER = re.compile(r"[$]?\d+(?:[.,]\d+)*")
 _SINGLE_CHAR_RUN = re.compile(r"(?<!\w)\w(?:[\W_]+\w(?!\w))+")
 
 
@@ -70,7 +85,7 @@ def _views(text: str, *, leetspeak: bool) -> list[str]:
     """The word-separated views of a normalized text, each padded with spaces for whole-word matching."""
     bases = [text]
     if leetspeak:
-        bases.append(_LEET_TOKEN.sub(lambda m: m[0].translate(_LEET) if re.search(r"[^\W\d_]", m[0]) else m[0], text))
+        bases.append(_LEET_TOKEN.sub(lambda m: m[0] if _NUMBER.fullmatch(m[0]) else m[0].translate(_LEET), text))
     views = []
     for base in bases:
         views.append(_words(base))  # punctuation splits words: "bad-word" -> "bad word"
@@ -106,7 +121,9 @@ def _read_terms(path: Path) -> list[str]:
     try:
         return path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise TurboTTSError(f"cannot read the blocklist {path} ({exc}); fix the file (UTF-8, one term per line)") from exc
+        raise TurboTTSError(
+            f"cannot read the blocklist {path} ({exc}); fix the file (UTF-8, one term per line)"
+        ) from exc
 
 
 class ContentFilter:

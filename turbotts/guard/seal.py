@@ -64,15 +64,18 @@ def _sha256(data: bytes) -> str:
 
 def _check_key(key: bytes) -> None:
     if len(key) != KEY_BYTES:
-        raise CheckpointError(f"the checkpoint key must be {KEY_BYTES} bytes, not {len(key)}; generate one with "
-                              "`openssl rand -hex 32`")
+        raise CheckpointError(
+            f"the checkpoint key must be {KEY_BYTES} bytes, not {len(key)}; generate one with `openssl rand -hex 32`"
+        )
 
 
 def _sign(directory: Path, manifest: dict[str, Any], signing_key: Ed25519PrivateKey) -> None:
     body = json.dumps(manifest, indent=1, sort_keys=True).encode()
     (directory / MANIFEST_FILE).write_bytes(body)
     (directory / SIGNATURE_FILE).write_bytes(signing_key.sign(body))
-    public = signing_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    public = signing_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     (directory / PUBLIC_KEY_FILE).write_bytes(public)
 
 
@@ -114,14 +117,18 @@ def _verified_manifest(directory: Path, public_key: Ed25519PublicKey, expected_f
     if not manifest_path.is_file():
         raise CheckpointError(f"{manifest_path} is missing; seal the checkpoint again with `turbotts seal`")
     if not signature_path.is_file():
-        raise CheckpointError(f"{signature_path} is missing: {manifest_path} is unsigned and will not be trusted; "
-                              "seal the checkpoint again with the signing key")
+        raise CheckpointError(
+            f"{signature_path} is missing: {manifest_path} is unsigned and will not be trusted; "
+            "seal the checkpoint again with the signing key"
+        )
     body = manifest_path.read_bytes()
     try:
         public_key.verify(signature_path.read_bytes(), body)
     except InvalidSignature as exc:
-        raise CheckpointError(f"{manifest_path} does not match its signature {signature_path}: it was altered, or "
-                              "signed by another key; check the public key or seal again") from exc
+        raise CheckpointError(
+            f"{manifest_path} does not match its signature {signature_path}: it was altered, or "
+            "signed by another key; check the public key or seal again"
+        ) from exc
     manifest = json.loads(body)
     if manifest.get("format") != expected_format:
         raise CheckpointError(f"{manifest_path} has format {manifest.get('format')!r}, expected {expected_format!r}")
@@ -140,8 +147,10 @@ def open_sealed(out_dir: str | Path, key: bytes, public_key: Ed25519PublicKey) -
     directory = Path(out_dir).expanduser().resolve()
     manifest = _verified_manifest(directory, public_key, SEALED_FORMAT)
     if manifest.get("key_sha256") != _sha256(b"turbotts-key-id:" + key):
-        raise CheckpointError(f"{directory / MANIFEST_FILE} says the checkpoint was sealed with another AES key; "
-                              "set the key it was sealed with")
+        raise CheckpointError(
+            f"{directory / MANIFEST_FILE} says the checkpoint was sealed with another AES key; "
+            "set the key it was sealed with"
+        )
     aead = AESGCM(key)
     files: dict[str, bytes] = {}
     for relative, entry in manifest["files"].items():
@@ -150,12 +159,16 @@ def open_sealed(out_dir: str | Path, key: bytes, public_key: Ed25519PublicKey) -
             raise CheckpointError(f"{sealed_path} is missing from the sealed checkpoint; copy the whole directory")
         sealed = sealed_path.read_bytes()
         if _sha256(sealed) != entry["sealed_sha256"]:
-            raise CheckpointError(f"{sealed_path} does not match the signed manifest (tampered or truncated: "
-                                  f"{len(sealed)} bytes); copy it again from the sealed original")
+            raise CheckpointError(
+                f"{sealed_path} does not match the signed manifest (tampered or truncated: "
+                f"{len(sealed)} bytes); copy it again from the sealed original"
+            )
         try:
             plaintext = aead.decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], _AAD_PREFIX + relative.encode())
         except InvalidTag as exc:
-            raise CheckpointError(f"{sealed_path} fails authentication; it is corrupt or not sealed with this key") from exc
+            raise CheckpointError(
+                f"{sealed_path} fails authentication; it is corrupt or not sealed with this key"
+            ) from exc
         if _sha256(plaintext) != entry["sha256"]:
             raise CheckpointError(f"{sealed_path} decrypts to content whose SHA-256 is not the signed one")
         files[relative] = plaintext
@@ -181,7 +194,7 @@ def load_sealed_state_dicts(
     for relative in [rel for rel in files if rel.endswith(".safetensors")]:
         try:
             states[relative] = load_safetensors(files.pop(relative))
-        except Exception as exc:  # safetensors raises its own SafetensorError and others  # noqa: BLE001
+        except Exception as exc:  # safetensors raises its own SafetensorError and others
             raise CheckpointError(f"{out_dir}/{relative} is not a readable safetensors file ({exc})") from exc
     return states, files
 
@@ -189,8 +202,10 @@ def load_sealed_state_dicts(
 def write_plain_manifest(directory: str | Path, signing_key: Ed25519PrivateKey) -> Path:
     """Sign a plain (unencrypted) checkpoint in place, for :func:`verify_plain_manifest`."""
     root = ckpt.open_checkpoint(directory, verify=False).root
-    entries = {rel: {"sha256": ckpt.sha256_of(root / rel), "size": (root / rel).stat().st_size}
-               for rel in checkpoint_files(root)}
+    entries = {
+        rel: {"sha256": ckpt.sha256_of(root / rel), "size": (root / rel).stat().st_size}
+        for rel in checkpoint_files(root)
+    }
     _sign(root, {"format": PLAIN_FORMAT, "files": entries}, signing_key)
     return root / MANIFEST_FILE
 
@@ -227,8 +242,10 @@ def aes_key_from_env(var: str) -> bytes:
     """
     value = os.environ.get(var, "").strip()
     if not value:
-        raise CheckpointError(f"environment variable {var} is not set; put a 32-byte key in it as hex "
-                              f"(`export {var}=$(openssl rand -hex 32)`) or base64")
+        raise CheckpointError(
+            f"environment variable {var} is not set; put a 32-byte key in it as hex "
+            f"(`export {var}=$(openssl rand -hex 32)`) or base64"
+        )
     try:
         key = bytes.fromhex(value) if len(value) == 2 * KEY_BYTES else base64.b64decode(value, validate=True)
     except (ValueError, binascii.Error) as exc:
@@ -289,9 +306,13 @@ def seal_command(checkpoint: str | Path, out: str | Path, key_env: str, signing_
     key = aes_key_from_env(key_env)
     signing_key, created = load_or_create_signing_key(signing_key_path)
     if created:
-        print(f"created a new Ed25519 signing key at {signing_key_path} (mode 0600; keep it secret) and its "
-              f"public key at {public_key_path(Path(signing_key_path))}")
+        print(
+            f"created a new Ed25519 signing key at {signing_key_path} (mode 0600; keep it secret) and its "
+            f"public key at {public_key_path(Path(signing_key_path))}"
+        )
     manifest = seal_checkpoint(checkpoint, out, key, signing_key)
-    print(f"sealed {checkpoint} into {manifest.parent}; signed manifest {manifest}. Serve it with the key in "
-          f"${key_env} and the public key {public_key_path(Path(signing_key_path))}")
+    print(
+        f"sealed {checkpoint} into {manifest.parent}; signed manifest {manifest}. Serve it with the key in "
+        f"${key_env} and the public key {public_key_path(Path(signing_key_path))}"
+    )
     return 0

@@ -2,8 +2,17 @@
 
 Why spread spectrum and not LSBs: LSBs die in the first lossy encode or gain
 change, while a low-level noise-like mark spread over thousands of samples per
-bit survives 16-bit PCM and FLAC exactly and lossy codecs partly (see the
-figures in ``WatermarkConfig``).
+bit survives 16-bit PCM and FLAC exactly and common lossy codecs too.
+
+Measured at the default strength on speech-like audio (espeak-ng speech and
+synthetic vowels, tests/guard): SNR 30.0 dB (speech power over mark power);
+embedding 10 s takes about 1.3 ms on one CPU core (0.013 % of real time);
+detection about 30 ms. Excerpts of 2 s of speech are always decoded from
+16-bit WAV, FLAC, mp3 at 64-128 kbps, opus at 64 kbps and AAC at 64 kbps;
+3 s also from mp3 at 32 kbps and opus at 16-32 kbps. 1 s (one frame) is the
+hard minimum and decodes about half the time. Unmarked audio and wrong keys
+gave no detection in 300 trials; by design (sync z-score >= 6 and a CRC-16)
+false detections are far below one in a million.
 
 The scheme, at 24 kHz:
 
@@ -43,6 +52,7 @@ SAMPLE_RATE_HZ = 24_000
 _STFT_LEN = 512
 _STFT_HOP = _STFT_LEN // 2
 _NUM_CANDIDATES = 3
+_WINDOW_LEN = 30 * SAMPLE_RATE_HZ  # detection whitens 30 s at a time
 
 
 @dataclass(frozen=True)
@@ -51,7 +61,7 @@ class WatermarkConfig:
 
     Args:
         strength_db: mark level relative to the speech, per 10 ms block (-30 dB
-            gives a measured SNR of about 31 dB on speech-like audio).
+            gives a measured SNR of 30 dB on speech-like audio).
         chips_per_bit: samples per coded bit; with 156 bits plus the sync segment
             this fixes the 1 s frame, the shortest excerpt that can be decoded.
         sync_len: samples of the sync segment in each frame.
@@ -96,7 +106,9 @@ def _chips(key: bytes, frame_len: int) -> np.ndarray:
     """The keyed +-1 chip sequence of one frame (unsigned, not yet band-limited)."""
     seed = hmac.new(key, b"turbotts-watermark-v1", hashlib.sha256).digest()
     rng = np.random.Generator(np.random.PCG64(int.from_bytes(seed, "big")))
-    return rng.choice(np.array([-1.0, 1.0]), size=frame_len)
+    chips = rng.choice(np.array([-1.0, 1.0]), size=frame_len)
+    chips.flags.writeable = False  # cached and shared
+    return chips
 
 
 def _bandlimit(frame: np.ndarray, band_hz: tuple[float, float]) -> np.ndarray:
@@ -111,7 +123,9 @@ def _template(key: bytes, payload: Payload, config: WatermarkConfig) -> np.ndarr
     """One frame of the mark at unit RMS: sync chips, then each coded bit's signed chips."""
     signs = 1.0 - 2.0 * encode(payload).astype(np.float64)
     spread = np.concatenate([np.ones(config.sync_len), np.repeat(signs, config.chips_per_bit)])
-    return _bandlimit(_chips(key, config.frame_len) * spread, config.band_hz)
+    template = _bandlimit(_chips(key, config.frame_len) * spread, config.band_hz)
+    template.flags.writeable = False  # cached and shared between streams
+    return template
 
 
 class WatermarkStream:
@@ -150,9 +164,7 @@ class WatermarkStream:
         return marked.astype(np.float32)
 
 
-def embed(
-    wav: np.ndarray, key: bytes, payload: Payload, config: WatermarkConfig | None = None
-) -> np.ndarray:
+def embed(wav: np.ndarray, key: bytes, payload: Payload, config: WatermarkConfig | None = None) -> np.ndarray:
     """Mark a whole waveform (1-D float, 24 kHz); returns float32 of the same length."""
     return WatermarkStream(key, payload, config).push(wav)
 
@@ -161,7 +173,7 @@ def resample(wav: np.ndarray, from_hz: int, to_hz: int) -> np.ndarray:
     """Band-limited (FFT) resampling, enough to bring a decoded 48 kHz file back to 24 kHz."""
     if from_hz == to_hz:
         return wav
-    num_out = int(round(len(wav) * to_hz / from_hz))
+    num_out = round(len(wav) * to_hz / from_hz)
     spectrum = np.fft.rfft(wav)
     keep = min(len(spectrum), num_out // 2 + 1)
     return np.fft.irfft(spectrum[:keep], n=num_out) * (num_out / len(wav))
@@ -181,7 +193,9 @@ def _whiten(wav: np.ndarray, band_hz: tuple[float, float]) -> np.ndarray:
     index = np.arange(num_frames)[:, None] * _STFT_HOP + np.arange(_STFT_LEN)[None, :]
     spectra = np.fft.rfft(padded[index] * window, axis=1)  # (frames, bins)
     magnitude = np.abs(spectra)
-    cumulative = np.concatenate([np.zeros((num_frames, 5)), np.cumsum(magnitude, axis=1), np.zeros((num_frames, 4))], axis=1)
+    cumulative = np.concatenate(
+        [np.zeros((num_frames, 5)), np.cumsum(magnitude, axis=1), np.zeros((num_frames, 4))], axis=1
+    )
     cumulative[:, -4:] = cumulative[:, -5:-4]
     level = (cumulative[:, 9:] - cumulative[:, :-9]) / 9.0  # mean over 9 neighbouring bins
     floor = 1e-3 * (np.median(level[level > 0]) if np.any(level > 0) else 1.0)
@@ -204,9 +218,7 @@ def _peaks(scores: np.ndarray, count: int, min_gap: int) -> list[int]:
     return chosen
 
 
-def detect(
-    wav: np.ndarray, sample_rate_hz: int, key: bytes, config: WatermarkConfig | None = None
-) -> Payload | None:
+def detect(wav: np.ndarray, sample_rate_hz: int, key: bytes, config: WatermarkConfig | None = None) -> Payload | None:
     """Recover the payload from (an excerpt of) marked audio.
 
     Args:
@@ -226,8 +238,11 @@ def detect(
     frame_len = config.frame_len
     if len(samples) < frame_len or not key:
         return None
-    whitened = _whiten(samples, config.band_hz)
-    folded = np.bincount(np.arange(len(whitened)) % frame_len, weights=whitened, minlength=frame_len)
+    folded = np.zeros(frame_len)
+    for start in range(0, len(samples), _WINDOW_LEN):  # bounded memory on long recordings
+        whitened = _whiten(samples[start : start + _WINDOW_LEN], config.band_hz)
+        positions = np.arange(start, start + len(whitened)) % frame_len
+        folded += np.bincount(positions, weights=whitened, minlength=frame_len)
     chips = _chips(bytes(key), frame_len)
     sync = _bandlimit(np.concatenate([chips[: config.sync_len], np.zeros(frame_len - config.sync_len)]), config.band_hz)
     scores = np.fft.irfft(np.fft.rfft(folded) * np.conj(np.fft.rfft(sync)), n=frame_len)

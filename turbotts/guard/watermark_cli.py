@@ -79,7 +79,9 @@ def watermark_detect_command(path: str, key: bytes, config: WatermarkConfig | No
     payload = detect(samples, sample_rate_hz, key, config)
     if payload is None:
         min_s = config.frame_len / 24_000
-        hint = f" (it lasts {duration_s:.2f} s; at least {min_s:.0f} s, ideally 2 s, are needed)" if duration_s < 2 else ""
+        hint = (
+            f" (it lasts {duration_s:.2f} s; at least {min_s:.0f} s, ideally 2 s, are needed)" if duration_s < 2 else ""
+        )
         print(f"no watermark found in {path} with this key{hint}")
         return EXIT_NOT_FOUND
     print(f"watermark found in {path}")

@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 LOAD_FORMATS = ("auto", "dummy")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+QUANT_MODES = ("none", "int8")
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,10 @@ def _populate(modules: ChatTTSModules, states: dict[str, dict[str, torch.Tensor]
         _load_strict(module, state, f"{origin}/{relative}")
 
 
-def _finish(modules: ChatTTSModules, device: str, dtype: str) -> tuple[torch.device, torch.dtype]:
-    """Place the modules; only the GPT and its embeddings/heads take ``dtype``."""
+def _finish(modules: ChatTTSModules, device: str, dtype: str, quant: str) -> tuple[torch.device, torch.dtype]:
+    """Place the modules; only the GPT and its embeddings/heads take ``dtype`` and ``quant``."""
+    if quant not in QUANT_MODES:
+        raise CheckpointError(f"--quant must be one of {', '.join(QUANT_MODES)}, not {quant!r}")
     if dtype not in DTYPES:
         raise CheckpointError(f"--dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
     try:
@@ -107,6 +110,10 @@ def _finish(modules: ChatTTSModules, device: str, dtype: str) -> tuple[torch.dev
     modules.eval().requires_grad_(False).to(target)
     modules.gpt.to(DTYPES[dtype])
     modules.embed.to(DTYPES[dtype])
+    if quant != "none":
+        from turbotts.model.quant import quantize_gpt
+
+        quantize_gpt(modules, quant)
     return target, DTYPES[dtype]
 
 
@@ -118,7 +125,9 @@ def resolve_checkpoint(source: ModelSource) -> ckpt.Checkpoint:
     return download_official()
 
 
-def load_model(source: ModelSource, *, device: str = "cpu", dtype: str = "fp32") -> ChatTTSModel:
+def load_model(
+    source: ModelSource, *, device: str = "cpu", dtype: str = "fp32", quant: str = "none"
+) -> ChatTTSModel:
     """Load everything a synthesis needs.
 
     Raises:
@@ -127,7 +136,7 @@ def load_model(source: ModelSource, *, device: str = "cpu", dtype: str = "fp32")
         DownloadError: no checkpoint given and the hub is unreachable.
     """
     if source.is_dummy:
-        return _load_dummy(source, device=device, dtype=dtype)
+        return _load_dummy(source, device=device, dtype=dtype, quant=quant)
     checkpoint = resolve_checkpoint(source)
     config = checkpoint.model_config()
     modules = ChatTTSModules(config)
@@ -138,7 +147,7 @@ def load_model(source: ModelSource, *, device: str = "cpu", dtype: str = "fp32")
     }
     _populate(modules, states, str(checkpoint.root))
     tokenizer = Tokenizer.from_file(checkpoint.path(ckpt.TOKENIZER_FILE), config.gpt.num_text_tokens)
-    placed_device, placed_dtype = _finish(modules, device, dtype)
+    placed_device, placed_dtype = _finish(modules, device, dtype, quant)
     logger.info(
         "loaded checkpoint %s (%s)", checkpoint.root, "official" if checkpoint.is_official_release else "custom"
     )
@@ -160,13 +169,13 @@ def _stats(config: ModelConfig) -> SpeakerStats:
     return SpeakerStats.official(config.gpt.hidden_size)
 
 
-def _load_dummy(source: ModelSource, *, device: str, dtype: str) -> ChatTTSModel:
+def _load_dummy(source: ModelSource, *, device: str, dtype: str, quant: str) -> ChatTTSModel:
     config = SIZES[source.dummy_size]
     modules = ChatTTSModules(config)
     _populate(modules, dummy_state_dicts(config, source.dummy_seed), f"dummy-{source.dummy_size}")
     tokenizer = Tokenizer.from_json(tokenizer_json(config.gpt.num_text_tokens), config.gpt.num_text_tokens)
     stats = SpeakerStats.from_string(spk_stat_string(config.gpt.hidden_size, source.dummy_seed))
-    placed_device, placed_dtype = _finish(modules, device, dtype)
+    placed_device, placed_dtype = _finish(modules, device, dtype, quant)
     fingerprint = hashlib.sha256(f"dummy:{source.dummy_size}:{source.dummy_seed}".encode()).hexdigest()[:16]
     logger.warning("using random %s weights: the audio is noise (for tests and benchmarks only)", source.dummy_size)
     return ChatTTSModel(

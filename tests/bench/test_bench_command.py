@@ -1,0 +1,89 @@
+"""`turbotts bench` end to end on the tiny model: the JSON contract and the plot."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REQUIRED = (
+    "throughput_audio_s_per_s",
+    "rtf",
+    "ttfa_s",
+    "latency_s",
+    "peak_rss_bytes",
+    "step_ms_by_batch",
+    "roofline_ratio",
+)
+
+
+def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "turbotts", "bench", "--dummy-size", "tiny", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+
+
+def test_bench_writes_the_documented_json_and_a_png(tmp_path: Path) -> None:
+    out, plot = tmp_path / "b.json", tmp_path / "b.png"
+    result = run_bench(
+        "--mode",
+        "sequential,static,continuous",
+        "--num-requests",
+        "6",
+        "--concurrency",
+        "1,3",
+        "--output-len",
+        "8:24",
+        "--json",
+        str(out),
+        "--plot",
+        str(plot),
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    for key in REQUIRED:
+        assert key in report, key
+    for key in ("ttfa_s", "latency_s"):
+        assert report[key]["p50"] is not None and report[key]["p99"] >= report[key]["p50"]
+    assert len(report["runs"]) == 6
+    assert {r["mode"] for r in report["runs"]} == {"sequential", "static", "continuous"}
+    assert all(r["num_requests"] == 6 and r["audio_s"] > 0 for r in report["runs"])
+    assert "continuous_over_sequential_c3" in report["ratios"]
+    # identical work in every mode: fixed output lengths, EOS ignored
+    assert len({round(r["audio_s"], 6) for r in report["runs"]}) == 1
+    assert "1" in report["runs"][0]["step_ms_by_batch"]
+    assert report["roofline_ratio"] > 0 and report["peak_rss_bytes"] > 0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_poisson_arrivals(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    result = run_bench(
+        "--mode", "continuous", "--num-requests", "4", "--request-rate", "20", "--output-len", "10", "--json", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert report["config"]["request_rate"] == 20 and report["num_requests"] == 4
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--mode", "turbo", "--concurrency", "2"), "--mode"),
+        (("--concurrency", "2", "--request-rate", "3"), "exactly one"),
+        (("--concurrency", "2", "--output-len", "9:3"), "MIN:MAX"),
+    ],
+)
+def test_bad_options_exit_2(args: tuple[str, ...], message: str, tmp_path: Path) -> None:
+    result = run_bench(*args, "--json", str(tmp_path / "x.json"))
+    assert result.returncode == 2
+    assert message in result.stderr

@@ -1,0 +1,186 @@
+"""``turbotts bench``: in-process load generation with a JSON report and a plot."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+from pathlib import Path
+from typing import Annotated, Any
+
+import psutil
+import typer
+
+from turbotts.bench.report import summarize, write_json, write_plot
+from turbotts.bench.roofline import decode_weight_bytes, measure_bandwidth_bytes_per_s
+from turbotts.bench.runner import MODES, run_mode
+from turbotts.bench.workload import BenchRequest, make_workload, parse_output_len
+from turbotts.config import EngineConfig
+from turbotts.model.chattts import ChatTTSModel
+
+PROBE_FRAMES = 48
+
+
+def _list(spec: str, cast: type, name: str) -> list[Any]:
+    try:
+        values = [cast(v) for v in spec.split(",") if v.strip()]
+    except ValueError as exc:
+        raise typer.BadParameter(f"{name} takes a comma-separated list, got {spec!r}") from exc
+    if not values:
+        raise typer.BadParameter(f"{name} is empty")
+    return values
+
+
+def probe_batch1_step_s(model: ChatTTSModel, engine_config: EngineConfig) -> float:
+    """Median decode-step time of one request alone (also warms the model up)."""
+    probe = [BenchRequest(index=0, text="warm up the engine", num_frames=PROBE_FRAMES, arrival_s=0.0, seed=1)]
+    result = run_mode(model, probe, "sequential", 1, engine_config=engine_config, is_closed_loop=True)
+    return statistics.median(result.step_s_by_batch[1])
+
+
+def bench(
+    checkpoint: Annotated[Path | None, typer.Option("--checkpoint", help="Real checkpoint directory.")] = None,
+    load_format: Annotated[str, typer.Option("--load-format", help="dummy (default) or auto.")] = "dummy",
+    dummy_size: Annotated[str, typer.Option("--dummy-size", help="tiny or full.")] = "full",
+    device: Annotated[str, typer.Option("--device")] = "cpu",
+    dtype: Annotated[str, typer.Option("--dtype", help="fp32, bf16 or fp16.")] = "fp32",
+    quant: Annotated[str, typer.Option("--quant", help="none or int8 (GPT weights).")] = "none",
+    mode: Annotated[str, typer.Option("--mode", help="sequential, static, continuous (comma list).")] = "continuous",
+    num_requests: Annotated[int, typer.Option("--num-requests", min=1)] = 16,
+    concurrency: Annotated[str, typer.Option("--concurrency", help="Closed-loop clients (comma list).")] = "",
+    request_rate: Annotated[float | None, typer.Option("--request-rate", help="Poisson arrivals per s.")] = None,
+    output_len: Annotated[str, typer.Option("--output-len", help="Code frames per request: N or MIN:MAX.")] = "128",
+    max_batch_size: Annotated[int, typer.Option("--max-batch-size", help="Batch cap for rate runs.")] = 16,
+    kv_budget_mb: Annotated[int, typer.Option("--kv-budget-mb")] = 8192,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    json_path: Annotated[Path, typer.Option("--json", help="Where to write the report.")] = Path("bench.json"),
+    plot_path: Annotated[Path | None, typer.Option("--plot", help="PNG of throughput and TTFA.")] = None,
+) -> None:
+    """Measure throughput, TTFA, latency and step times of the engine (JSON + optional PNG)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from turbotts.model.loader import ModelSource, load_model
+
+    modes = _list(mode, str, "--mode")
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise typer.BadParameter(f"--mode must be among {', '.join(MODES)}, not {', '.join(bad)}")
+    if bool(concurrency) == (request_rate is not None):
+        raise typer.BadParameter("pass exactly one of --concurrency or --request-rate")
+    if request_rate is not None and request_rate <= 0:
+        raise typer.BadParameter("--request-rate must be positive")
+    try:
+        lengths = parse_output_len(output_len)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    levels = _list(concurrency, int, "--concurrency") if concurrency else [max_batch_size]
+    if any(c < 1 for c in levels):
+        raise typer.BadParameter("--concurrency values must be at least 1")
+
+    source = ModelSource(checkpoint=checkpoint, load_format=load_format, dummy_size=dummy_size)
+    model = load_model(source, device=device, dtype=dtype, quant=quant)
+    if model.is_dummy:
+        typer.echo(f"benchmarking random {dummy_size} weights ({dtype}, quant {quant})", err=True)
+    engine_config = EngineConfig(kv_budget_bytes=kv_budget_mb * 2**20)
+    bandwidth = measure_bandwidth_bytes_per_s()
+    weight_bytes = decode_weight_bytes(model)
+    batch1_step_s = probe_batch1_step_s(model, engine_config)
+    roofline_s = weight_bytes / bandwidth
+    workload = make_workload(num_requests, lengths, request_rate, seed)
+    runs = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
+        for run_mode_name in modes:
+            for level in levels:
+                task = bar.add_task(f"{run_mode_name} c={level}", total=len(workload))
+                result = run_mode(
+                    model,
+                    workload,
+                    run_mode_name,
+                    level,
+                    engine_config=engine_config,
+                    is_closed_loop=request_rate is None,
+                    on_finish=lambda t=task: bar.advance(t),
+                )
+                runs.append(summarize(result))
+    report: dict[str, Any] = dict(runs[0])
+    report.update(
+        {
+            "runs": runs,
+            "ratios": _ratios(runs),
+            "peak_rss_bytes": psutil.Process().memory_info().rss if os.name != "posix" else _peak_rss_bytes(),
+            "batch1_step_ms": 1000 * batch1_step_s,
+            "roofline_step_ms": 1000 * roofline_s,
+            "roofline_ratio": batch1_step_s / roofline_s,
+            "memory_bandwidth_gb_s": bandwidth / 1e9,
+            "decode_weight_bytes": weight_bytes,
+            "config": {
+                "checkpoint": str(checkpoint) if checkpoint else None,
+                "load_format": load_format,
+                "dummy_size": dummy_size,
+                "device": device,
+                "dtype": dtype,
+                "quant": quant,
+                "num_requests": num_requests,
+                "concurrency": levels,
+                "request_rate": request_rate,
+                "output_len": list(lengths),
+                "seed": seed,
+                "is_dummy": model.is_dummy,
+            },
+            "machine": {
+                "cpu_count": os.cpu_count(),
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+            },
+        }
+    )
+    write_json(report, json_path)
+    if plot_path is not None:
+        write_plot(runs, plot_path, f"TurboTTS bench ({dummy_size if model.is_dummy else 'checkpoint'}, {dtype})")
+    _print_summary(runs, report)
+
+
+def _ratios(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Throughput of continuous over the other modes at equal concurrency, from this one run."""
+    by_key = {(r["mode"], r["concurrency"]): r["throughput_audio_s_per_s"] for r in runs}
+    ratios = {}
+    for (mode, level), value in by_key.items():
+        if mode != "continuous":
+            continue
+        for other in ("sequential", "static"):
+            base = by_key.get((other, level))
+            if base:
+                ratios[f"continuous_over_{other}_c{level}"] = value / base
+    return ratios
+
+
+def _peak_rss_bytes() -> int:
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _print_summary(runs: list[dict[str, Any]], report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="TurboTTS bench")
+    for column in ("mode", "conc", "audio s/s", "TTFA p50", "TTFA p99", "latency p50", "latency p99"):
+        table.add_column(column)
+    for r in runs:
+        table.add_row(
+            r["mode"],
+            str(r["concurrency"]),
+            f"{r['throughput_audio_s_per_s']:.2f}",
+            f"{r['ttfa_s']['p50']:.3f}",
+            f"{r['ttfa_s']['p99']:.3f}",
+            f"{r['latency_s']['p50']:.2f}",
+            f"{r['latency_s']['p99']:.2f}",
+        )
+    console = Console(stderr=True)
+    console.print(table)
+    console.print(
+        f"batch-1 step {report['batch1_step_ms']:.1f} ms, roofline {report['roofline_step_ms']:.1f} ms "
+        f"(ratio {report['roofline_ratio']:.2f}, bandwidth {report['memory_bandwidth_gb_s']:.1f} GB/s); "
+        f"ratios {report['ratios']}"
+    )

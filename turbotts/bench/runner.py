@@ -1,0 +1,116 @@
+"""Drive an in-process engine through a workload in one of three modes.
+
+* ``sequential``: batch size 1, one request after another (the official-style baseline);
+* ``static``: batches of up to C requests that start together and wait for their
+  longest member before the next batch is admitted;
+* ``continuous``: iteration-level batching, up to C running; requests join and
+  leave the batch at every step.
+
+The engine is stepped on this thread; wall-clock arrivals are honoured, so TTFA
+and latency include queueing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from turbotts.bench.workload import BenchRequest
+from turbotts.config import EngineConfig
+from turbotts.engine.core import EngineCore
+from turbotts.model.chattts import ChatTTSModel
+from turbotts.params import SamplingParams, SynthesisParams
+
+MODES = ("sequential", "static", "continuous")
+
+
+@dataclass
+class RequestTiming:
+    arrival_s: float
+    first_audio_s: float | None = None
+    finish_s: float | None = None
+    num_samples: int = 0
+
+
+@dataclass
+class RunResult:
+    mode: str
+    concurrency: int
+    wall_s: float
+    audio_s: float
+    timings: list[RequestTiming]
+    step_s_by_batch: dict[int, list[float]] = field(default_factory=dict)
+
+
+def _params(request: BenchRequest) -> SynthesisParams:
+    code = SamplingParams(max_new_tokens=request.num_frames, ignore_eos=True)
+    return SynthesisParams(code=code, refine_text=False, seed=request.seed, voice_seed=request.index)
+
+
+def run_mode(
+    model: ChatTTSModel,
+    requests: list[BenchRequest],
+    mode: str,
+    concurrency: int,
+    *,
+    engine_config: EngineConfig,
+    is_closed_loop: bool,
+    on_finish: Callable[[], None] = lambda: None,
+) -> RunResult:
+    """Run every request to completion and time it."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    batch_size = 1 if mode == "sequential" else concurrency
+    max_frames = max(r.num_frames for r in requests)
+    max_prompt = 128
+    config = EngineConfig(
+        max_batch_size=batch_size,
+        max_waiting=len(requests) + 1,
+        kv_budget_bytes=engine_config.kv_budget_bytes,
+        max_seq_len=max(engine_config.max_seq_len, max_frames + max_prompt),
+        streaming=engine_config.streaming,
+    )
+    core = EngineCore(model, config)
+    pending = list(requests)
+    timings: dict[str, RequestTiming] = {}
+    step_s_by_batch: dict[int, list[float]] = defaultdict(list)
+    start = time.perf_counter()
+
+    def admit(now: float) -> None:
+        if mode == "static" and core.has_work():
+            return  # a static batch runs until its longest member is done
+        is_bounded = is_closed_loop or mode == "static"
+        budget = concurrency - core.num_unfinished if is_bounded else len(pending)
+        while pending and budget > 0:
+            request = pending[0]
+            if not is_closed_loop and request.arrival_s > now - start:
+                return
+            pending.pop(0)
+            budget -= 1
+            arrival = now if is_closed_loop else start + request.arrival_s
+            timings[str(request.index)] = RequestTiming(arrival_s=arrival)
+            core.add_request(str(request.index), request.text, _params(request), stream=True)
+
+    while pending or core.has_work():
+        admit(time.perf_counter())
+        if not core.has_work():
+            time.sleep(min(0.005, max(0.0, start + pending[0].arrival_s - time.perf_counter())))
+            continue
+        outputs = core.step()
+        now = time.perf_counter()
+        step = core.last_step
+        if step is not None and step.num_prefill == 0 and step.num_decode:
+            step_s_by_batch[step.num_decode].append(step.duration_s)
+        for output in outputs:
+            timing = timings[output.request_id]
+            if len(output.audio) and timing.first_audio_s is None:
+                timing.first_audio_s = now
+            timing.num_samples += len(output.audio)
+            if output.is_finished:
+                timing.finish_s = now
+                on_finish()
+    wall = time.perf_counter() - start
+    audio_s = sum(t.num_samples for t in timings.values()) / model.sample_rate_hz
+    return RunResult(mode, concurrency, wall, audio_s, list(timings.values()), dict(step_s_by_batch))

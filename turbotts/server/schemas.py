@@ -1,0 +1,136 @@
+"""Request and response bodies, one per purpose.
+
+:class:`SpeechRequest` is a strict superset of OpenAI's ``/v1/audio/speech``
+body: every OpenAI field keeps its meaning, and ChatTTS knobs (seed, sampling,
+refine_text, max_new_tokens) are optional extras.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
+MAX_SEED = 2**63 - 1
+VOICE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class VoiceRef(BaseModel):
+    """OpenAI's object form of a voice: ``{"id": "alloy"}``."""
+
+    id: str = Field(min_length=1, max_length=100_000)
+
+
+class SynthesisOptions(BaseModel):
+    """The ChatTTS extras shared by HTTP and WebSocket requests."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    voice: str | VoiceRef = Field(
+        "alloy",
+        description="A built-in (OpenAI) or saved voice name, {'id': name}, or an official voice string.",
+    )
+    response_format: ResponseFormat = "mp3"
+    speed: float = Field(
+        1.0,
+        ge=0.25,
+        le=4.0,
+        description="ChatTTS's [speed_N] prompt token covers part of the range; the rest is a pitch-keeping "
+        "time-stretch of the audio.",
+    )
+    instructions: str | None = Field(
+        None,
+        max_length=4096,
+        description="Accepted for compatibility. Made only of ChatTTS refine tokens (e.g. "
+        "'[oral_2][laugh_0][break_6]') it becomes the refine prompt (effective with refine_text=true); "
+        "anything else is ignored and reported in the X-TurboTTS-Warning header.",
+    )
+    seed: int | None = Field(None, ge=0, le=MAX_SEED, description="Same seed, same voice and text: same audio.")
+    temperature: float | None = Field(None, gt=0.0, le=5.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_k: int | None = Field(None, ge=1, le=1000)
+    repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
+    max_new_tokens: int | None = Field(
+        None, ge=1, le=4096, description="Code frames per segment (21.3 ms each); capped by the server."
+    )
+    refine_text: bool | None = Field(
+        None, description="Run the refine-text stage first. Off by default: it roughly doubles time to first audio."
+    )
+
+
+class SpeechRequest(SynthesisOptions):
+    """``POST /v1/audio/speech``."""
+
+    model: str = Field("tts-1", max_length=200, description="tts-1, tts-1-hd, gpt-4o-mini-tts, chattts or turbotts.")
+    input: str = Field(description="Text to say; ChatTTS control tokens such as [uv_break] pass through.")
+    stream_format: Literal["audio", "sse"] = "audio"
+
+
+class WsConfig(SynthesisOptions):
+    """First message of ``/v1/audio/speech/ws``."""
+
+    type: Literal["config"]
+    response_format: ResponseFormat = "pcm"
+
+
+class WsText(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["text"]
+    text: str = Field(max_length=100_000)
+
+
+class WsEnd(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["end"]
+
+
+class VoiceCreate(BaseModel):
+    """``POST /v1/voices``: exactly one of ``seed`` and ``voice``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=VOICE_NAME_PATTERN)
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
+    voice: str | None = Field(None, min_length=1, max_length=100_000, description="An official voice string.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> VoiceCreate:
+        if (self.seed is None) == (self.voice is None):
+            raise ValueError("give exactly one of seed and voice")
+        return self
+
+
+class VoiceOut(BaseModel):
+    name: str
+    builtin: bool
+    seed: int | None = None
+    has_voice_string: bool = False
+    created_at: float = 0.0
+
+
+class VoiceList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[VoiceOut]
+
+
+class Usage(BaseModel):
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    detail: str | None = None
