@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 import platform
 import statistics
 from pathlib import Path

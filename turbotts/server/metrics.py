@@ -1,0 +1,56 @@
+"""Prometheus metrics of one app, in their own registry (no global state).
+
+Labels are bounded: a route template, a status code, a response format; never
+the text, the voice string or the request id.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from turbotts.engine.async_engine import EngineStats
+
+_LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
+_RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0, 8.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.request_duration_s = Histogram(
+            "turbotts_request_duration_seconds", "Wall time of HTTP requests.", ["route", "status"],
+            buckets=_LATENCY_BUCKETS_S, registry=r,
+        )
+        self.ttfa_s = Histogram(
+            "turbotts_time_to_first_audio_seconds", "Request start to first audio bytes.", ["format"],
+            buckets=_LATENCY_BUCKETS_S, registry=r,
+        )
+        self.rtf = Histogram(
+            "turbotts_real_time_factor", "Synthesis wall time / audio duration.", buckets=_RTF_BUCKETS, registry=r
+        )
+        self.audio_s = Counter("turbotts_audio_seconds_total", "Audio produced.", registry=r)
+        self.errors = Counter("turbotts_errors_total", "Error responses.", ["status"], registry=r)
+        self.in_flight = Gauge("turbotts_requests_in_flight", "Synthesis requests being served.", registry=r)
+        self.queue_depth = Gauge("turbotts_queue_depth", "Sequences waiting for a batch slot.", registry=r)
+        self.batch_size = Gauge("turbotts_running_batch_size", "Sequences in the last engine step.", registry=r)
+        self.running = Gauge("turbotts_running_sequences", "Sequences holding a KV slot.", registry=r)
+        self.free_slots = Gauge("turbotts_free_kv_slots", "KV slots free.", registry=r)
+        self.tokens_per_s = Gauge("turbotts_tokens_per_second", "Decoded tokens per second (5 s window).", registry=r)
+
+    def observe_engine(self, stats: EngineStats) -> None:
+        self.queue_depth.set(stats.num_waiting)
+        self.running.set(stats.num_running)
+        self.batch_size.set(stats.last_batch_size)
+        self.free_slots.set(stats.num_free_slots)
+        self.tokens_per_s.set(stats.tokens_per_s)
+
+    def observe_response(self, route: str, status: int, duration_s: float) -> None:
+        self.request_duration_s.labels(route, str(status)).observe(duration_s)
+        if status >= 400:
+            self.errors.labels(str(status)).inc()
+
+    def render(self, stats: EngineStats | None) -> bytes:
+        if stats is not None:
+            self.observe_engine(stats)
+        return generate_latest(self.registry)
