@@ -100,7 +100,7 @@ def bench(
                     level,
                     engine_config=engine_config,
                     is_closed_loop=request_rate is None,
-                    on_finish=lambda t=task: bar.advance(t),
+                    on_finish=partial(bar.advance, task),
                 )
                 runs.append(summarize(result))
     report: dict[str, Any] = dict(runs[0])
