@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from functools import partial
 import platform
 import statistics
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
