@@ -156,6 +156,39 @@ def voices_random(
     typer.echo(encode_voice(sample_random_voice(stats, seed)))
 
 
+watermark_app = typer.Typer(no_args_is_help=True, help="Audio watermarks.")
+app.add_typer(watermark_app, name="watermark")
+
+
+@app.command()
+def seal(
+    checkpoint: Annotated[Path, typer.Argument(help="Plain checkpoint directory.")],
+    out: Annotated[Path, typer.Argument(help="Where to write the sealed checkpoint.")],
+    key_env: Annotated[str, typer.Option("--key-env", help="Env var with the 32-byte AES key (hex or base64).")],
+    signing_key: Annotated[Path, typer.Option("--signing-key", help="Ed25519 PEM; created if missing.")] = Path(
+        "turbotts-signing.pem"
+    ),
+) -> None:
+    """Encrypt a checkpoint (AES-256-GCM) and sign its manifest (Ed25519)."""
+    from turbotts.guard.seal import seal_command
+
+    raise typer.Exit(seal_command(checkpoint, out, key_env, signing_key))
+
+
+@watermark_app.command("detect")
+def watermark_detect(
+    file: Annotated[Path, typer.Argument(help="Audio file (wav, flac, mp3, opus, aac).")],
+    key_env: Annotated[str, typer.Option("--key-env", help="Env var with the watermark key.")] = (
+        "TURBOTTS_WATERMARK_KEY"
+    ),
+) -> None:
+    """Recover the watermark payload (key id, time, request hash) from an audio file."""
+    from turbotts.guard.seal import aes_key_from_env
+    from turbotts.guard.watermark_cli import watermark_detect_command
+
+    raise typer.Exit(watermark_detect_command(str(file), aes_key_from_env(key_env)))
+
+
 def _register_commands() -> None:
     """Commands that live in their own modules (kept out of this file to stay small)."""
     from turbotts.bench.command import bench

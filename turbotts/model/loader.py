@@ -9,6 +9,7 @@ later inside a matmul.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from turbotts.config import ModelConfig
+from turbotts.config import ModelConfig, model_config_from_dict
 from turbotts.errors import CheckpointError
 from turbotts.model import checkpoint as ckpt
 from turbotts.model.chattts import ChatTTSModel, ChatTTSModules
@@ -41,6 +42,8 @@ class ModelSource:
     load_format: str = "auto"
     dummy_size: str = "tiny"
     dummy_seed: int = 0
+    sealed_key_env: str | None = None  # environment variable holding the AES key of a sealed checkpoint
+    public_key: Path | None = None  # Ed25519 key that must have signed the checkpoint's manifest
 
     def __post_init__(self) -> None:
         if self.load_format not in LOAD_FORMATS:
@@ -49,6 +52,8 @@ class ModelSource:
             raise CheckpointError(f"--dummy-size must be one of {', '.join(SIZES)}, not {self.dummy_size!r}")
         if self.load_format == "dummy" and self.checkpoint is not None:
             raise CheckpointError("pass either --checkpoint or --load-format dummy, not both")
+        if self.sealed_key_env is not None and (self.checkpoint is None or self.public_key is None):
+            raise CheckpointError("a sealed checkpoint needs --checkpoint DIR and --public-key PEM besides --key-env")
 
     @property
     def is_dummy(self) -> bool:
@@ -114,12 +119,26 @@ def _finish(modules: ChatTTSModules, device: str, dtype: str, quant: str) -> tup
         from turbotts.model.quant import quantize_gpt
 
         quantize_gpt(modules, quant)
+    else:
+        # one matmul for q/k/v, gate/up and the 4 code heads, prepacked for oneDNN on CPU:
+        # about 2x faster small-batch decode (the unfused weights stay the source of truth)
+        modules.gpt.fuse()
+        modules.embed.fuse()
     return target, DTYPES[dtype]
 
 
 def resolve_checkpoint(source: ModelSource) -> ckpt.Checkpoint:
+    """Open the directory (or download the release) and check its signed manifest if asked."""
     if source.checkpoint is not None:
-        return ckpt.open_checkpoint(source.checkpoint)
+        checkpoint = ckpt.open_checkpoint(source.checkpoint)
+        if source.public_key is not None:
+            from turbotts.guard.seal import load_public_key, verify_plain_manifest
+
+            if not verify_plain_manifest(checkpoint.root, load_public_key(source.public_key)):
+                raise CheckpointError(
+                    f"{checkpoint.root} has no signed manifest.json but --public-key was given; sign it first"
+                )
+        return checkpoint
     from turbotts.model.download import download_official
 
     return download_official()
@@ -137,6 +156,8 @@ def load_model(
     """
     if source.is_dummy:
         return _load_dummy(source, device=device, dtype=dtype, quant=quant)
+    if source.sealed_key_env is not None:
+        return _load_sealed(source, device=device, dtype=dtype, quant=quant)
     checkpoint = resolve_checkpoint(source)
     config = checkpoint.model_config()
     modules = ChatTTSModules(config)
@@ -186,6 +207,28 @@ def _load_dummy(source: ModelSource, *, device: str, dtype: str, quant: str) -> 
         fingerprint=fingerprint,
         is_dummy=True,
         device=placed_device,
+        dtype=placed_dtype,
+    )
+
+
+def _load_sealed(source: ModelSource, *, device: str, dtype: str, quant: str) -> ChatTTSModel:
+    """Decrypt and verify in memory: no plaintext weight file is ever written."""
+    from turbotts.guard.seal import aes_key_from_env, load_public_key, load_sealed_state_dicts
+
+    assert source.checkpoint is not None and source.sealed_key_env is not None and source.public_key is not None
+    states, files = load_sealed_state_dicts(
+        source.checkpoint, aes_key_from_env(source.sealed_key_env), load_public_key(source.public_key)
+    )
+    root_json = json.loads(files[ckpt.ROOT_CONFIG_FILE]) if ckpt.ROOT_CONFIG_FILE in files else None
+    config = model_config_from_dict(root_json, json.loads(files[ckpt.GPT_CONFIG_FILE]))
+    modules = ChatTTSModules(config)
+    _populate(modules, states, f"sealed:{source.checkpoint}")
+    tokenizer = Tokenizer.from_json(files[ckpt.TOKENIZER_FILE].decode("utf-8"), config.gpt.num_text_tokens)
+    placed_device, placed_dtype = _finish(modules, device, dtype, quant)
+    manifest = (Path(source.checkpoint) / "manifest.json").read_bytes()
+    return ChatTTSModel(
+        config=config, modules=modules, tokenizer=tokenizer, speaker_stats=_stats(config),
+        fingerprint=hashlib.sha256(manifest).hexdigest()[:16], is_dummy=False, device=placed_device,
         dtype=placed_dtype,
     )
 
