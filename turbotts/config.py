@@ -200,6 +200,13 @@ class StreamingConfig:
             raise ValueError("context and lookahead cannot be negative")
 
 
+#: How decode steps run. eager: per-slot attention over each slot's cache in place
+#: (fastest on CPU); static: padded batch buckets with static buffers and masked
+#: attention over the whole slot; graphs: static, captured as CUDA graphs (GPU);
+#: auto: graphs on CUDA, eager elsewhere.
+DECODE_MODES = ("auto", "eager", "static", "graphs")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Capacity and policy of one engine instance.
@@ -218,8 +225,11 @@ class EngineConfig:
     max_seq_len: int = 2048
     max_prefill_tokens: int = 4096
     streaming: StreamingConfig = StreamingConfig()
+    decode_mode: str = "auto"  # auto | eager | static | graphs (see DECODE_MODES)
 
     def __post_init__(self) -> None:
+        if self.decode_mode not in DECODE_MODES:
+            raise ValueError(f"decode_mode must be one of {', '.join(DECODE_MODES)}, not {self.decode_mode!r}")
         for name in ("max_batch_size", "max_waiting", "kv_budget_bytes", "max_seq_len", "max_prefill_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"EngineConfig.{name} must be positive")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.golden import FIXTURE_DIR
-from turbotts import EngineConfig, QueueFullError, SamplingParams, StreamingConfig, SynthesisParams
+from turbotts import EngineConfig, EngineError, QueueFullError, SamplingParams, StreamingConfig, SynthesisParams
 from turbotts.engine.core import EngineCore
 from turbotts.engine.request import RequestOutput
 from turbotts.model.chattts import ChatTTSModel
@@ -175,3 +175,27 @@ def test_scheduler_and_allocator_import_without_torch() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_static_bucketed_decode_equals_eager_decode() -> None:
+    """The CUDA-graph path minus the capture: padded buckets, static buffers, scratch slot, masked attention."""
+    results = {}
+    for mode in ("eager", "static"):
+        core = EngineCore(model(), EngineConfig(decode_mode=mode, max_batch_size=6))
+        for i, text in enumerate(TEXTS[:5]):  # 5 rows run in the 6-row bucket, then fewer as they finish
+            core.add_request(str(i), text, sampled(i, max_new=8 + 4 * i))
+        results[mode] = {k: v[-1].codes for k, v in run_all(core).items()}
+    assert results["eager"] == results["static"]
+    static_core = EngineCore(model(), EngineConfig(decode_mode="static", max_batch_size=6))
+    decoder = static_core.runner.static_decoder
+    assert decoder is not None and decoder.bucket_sizes == [1, 2, 4, 6]
+    assert static_core.runner.cache.num_slots == static_core.kv_layout.num_slots + 1  # the scratch slot
+
+
+def test_cuda_graph_mode_needs_a_gpu() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU; the graph path itself is exercised by the bench there")
+    with pytest.raises(EngineError, match="CUDA"):
+        EngineCore(model(), EngineConfig(decode_mode="graphs"))

@@ -28,6 +28,13 @@ from turbotts.text.sanitize import charset_from_vocab
 from turbotts.text.segment import is_speakable
 
 
+def resolve_decode_mode(mode: str, device_type: str) -> str:
+    """``auto`` means CUDA graphs on a GPU and per-slot eager attention on CPU."""
+    if mode == "auto":
+        return "graphs" if device_type == "cuda" else "eager"
+    return mode
+
+
 @dataclass(frozen=True)
 class StepStats:
     """What the last step did, for metrics and benchmarks."""
@@ -63,7 +70,10 @@ class EngineCore:
                 text_eos_id=model.tokenizer.eos_id,
             )
         )
-        self.runner = ModelRunner(model, self.kv_layout)
+        self.runner = ModelRunner(
+            model, self.kv_layout, decode_mode=resolve_decode_mode(config.decode_mode, model.device.type),
+            max_batch_size=config.max_batch_size,
+        )
         self.vocoder = VocoderRunner(model)
         self.frontend = TextFrontend(charset_from_vocab(model.tokenizer.vocab_tokens()), pronunciations)
         self._requests: dict[str, EngineRequest] = {}

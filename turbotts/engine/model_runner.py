@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from turbotts.engine.batch import DecodeItem, PrefillItem, RunnerOutput, SchedulerOutput
+from turbotts.engine.cuda_graphs import StaticDecoder
 from turbotts.engine.kv import KVLayout
 from turbotts.engine.sampler import PENALTY_WINDOW, SamplingBatch, column_seeds, sample
 from turbotts.engine.sequence import SequenceKind
@@ -57,7 +58,9 @@ class SlotSampling:
 class ModelRunner:
     """Executes prefill and decode for the slots the scheduler names."""
 
-    def __init__(self, model: ChatTTSModel, layout: KVLayout, strategy: DecodeStrategy | None = None) -> None:
+    def __init__(
+        self, model: ChatTTSModel, layout: KVLayout, *, decode_mode: str = "eager", max_batch_size: int = 16
+    ) -> None:
         self.model = model
         self.layout = layout
         self.device = model.device
@@ -70,9 +73,19 @@ class ModelRunner:
         self.spk_emb_id = model.tokenizer.spk_emb_id
         self.gpt = model.modules.gpt
         self.embed = model.modules.embed
-        self.strategy = strategy or (DecodeStrategy.GATHER if self.device.type == "cuda" else DecodeStrategy.PER_SLOT)
-        self.cache = self.gpt.new_kv_cache(layout.num_slots, layout.max_seq_len)
+        self.strategy = DecodeStrategy.GATHER if self.device.type == "cuda" else DecodeStrategy.PER_SLOT
+        is_static = decode_mode in ("static", "graphs")
+        # a static decoder pads batches with rows that write into one extra scratch slot
+        self.cache = self.gpt.new_kv_cache(layout.num_slots + int(is_static), layout.max_seq_len)
         self.slots = SlotSampling.empty(layout.num_slots, self.num_vq, self.device)
+        self.static_decoder = (
+            StaticDecoder(
+                self.gpt, self.cache, scratch_slot=layout.num_slots, max_batch_size=max_batch_size,
+                use_graphs=decode_mode == "graphs",
+            )
+            if is_static
+            else None
+        )
         self._voices: OrderedDict[str, torch.Tensor] = OrderedDict()
 
     # -- voices -------------------------------------------------------------------
@@ -151,8 +164,11 @@ class ModelRunner:
             emb[text_rows] = self.embed.embed_text_ids(text_ids)
         slots = [item.slot for item in items]
         positions = [item.position for item in items]
-        meta = DecodeMetadata.build(slots, positions, self.device, self.strategy)
-        hidden = self.gpt.decode(emb, torch.tensor(positions, device=self.device), meta, self.cache)  # (B, H)
+        if self.static_decoder is not None:
+            hidden = self.static_decoder.decode(emb, positions, slots)  # (B, H)
+        else:
+            meta = DecodeMetadata.build(slots, positions, self.device, self.strategy)
+            hidden = self.gpt.decode(emb, torch.tensor(positions, device=self.device), meta, self.cache)  # (B, H)
         return self._sample(hidden, slots, [item.kind for item in items], [item.step for item in items]), hidden
 
     # -- sampling -----------------------------------------------------------------

@@ -75,7 +75,7 @@ class GPT(nn.Module):
             (B, L, hidden) after the final norm. Rows at padded positions are finite
             but meaningless.
         """
-        return self._run(inputs_embeds, position_ids, DenseMetadata(attention_mask), None)
+        return self.run_layers(inputs_embeds, position_ids, DenseMetadata(attention_mask), None)
 
     def prefill(self, inputs_embeds: Tensor, position_ids: Tensor, meta: PrefillMetadata, cache: KVCache) -> Tensor:
         """Run prompts and write their K/V into the cache slots named by ``meta``.
@@ -94,7 +94,7 @@ class GPT(nn.Module):
         """
         ends = [s + n for s, n in zip(meta.start_positions, meta.num_tokens, strict=True)]
         cache.check_fits(meta.slot_ids, ends)
-        return self._run(inputs_embeds, position_ids, meta, cache)
+        return self.run_layers(inputs_embeds, position_ids, meta, cache)
 
     def decode(self, inputs_embeds: Tensor, position_ids: Tensor, meta: DecodeMetadata, cache: KVCache) -> Tensor:
         """One step for B running sequences, each in its own slot at its own length.
@@ -112,10 +112,11 @@ class GPT(nn.Module):
             EngineError: a slot does not exist or is full.
         """
         cache.check_fits(meta.slot_ids, [n + 1 for n in meta.cache_lens])
-        hidden = self._run(inputs_embeds.unsqueeze(1), position_ids.unsqueeze(1), meta, cache)  # (B, 1, hidden)
+        hidden = self.run_layers(inputs_embeds.unsqueeze(1), position_ids.unsqueeze(1), meta, cache)  # (B, 1, hidden)
         return hidden.squeeze(1)
 
-    def _run(self, x: Tensor, position_ids: Tensor, meta: AttentionMetadata, cache: KVCache | None) -> Tensor:
+    def run_layers(self, x: Tensor, position_ids: Tensor, meta: AttentionMetadata, cache: KVCache | None) -> Tensor:
+        """The layer stack with no shape or capacity checks (callers check; CUDA graphs capture this)."""
         rotary = self.rotary(position_ids, x.dtype)
         for index, layer in enumerate(self.layers):
             x = layer(x, rotary, meta, None if cache is None else cache.layer(index))

@@ -18,11 +18,13 @@ import av
 import av.filter
 import numpy as np
 
-from turbotts.errors import InvalidInputError
+from turbotts.errors import InvalidInputError, TurboTTSError
 
 MIN_SPEED = 0.25
 MAX_SPEED = 4.0
 _ATEMPO_MIN, _ATEMPO_MAX = 0.5, 2.0  # range where one atempo stage sounds best
+_FRAME_SAMPLES = 1024  # frames pushed into atempo; bounds its output lag
+_FLUSH_PADDING_FRAMES = 4  # silence that carries atempo's last window out at flush
 
 # ChatTTS [speed_N]: N in 0..9, 5 is the model's normal pace. Our estimate of the pace
 # one step buys (the model only nudges its pace, and not precisely).
@@ -108,6 +110,7 @@ class StreamTimeStretcher:
         self._sample_rate_hz = sample_rate_hz
         self._num_in = 0
         self._num_out = 0
+        self._num_pushed = 0  # input plus flush padding, for timestamps
         self._graph = None if rate == 1.0 else self._build_graph()
 
     def _build_graph(self) -> av.filter.Graph:
@@ -126,30 +129,46 @@ class StreamTimeStretcher:
     def process(self, chunk: np.ndarray) -> np.ndarray:
         """Stretch one chunk; returns whatever output is ready (maybe empty)."""
         samples = np.asarray(chunk, dtype=np.float32).reshape(-1)
-        if self._graph is None or samples.size == 0:
+        if self.rate == 1.0:
             self._count(samples.size, samples.size)
-            return samples.copy() if self._graph is None else samples
-        frame = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")  # (1, T)
-        frame.sample_rate = self._sample_rate_hz
-        frame.time_base = Fraction(1, self._sample_rate_hz)
-        frame.pts = self._num_in
-        self._graph.push(frame)
+            return samples.copy()
+        if self._graph is None:
+            raise TurboTTSError("this StreamTimeStretcher was flushed; create a new one for each stream")
+        # atempo emits an output frame only once it is full, and sizes it from the input
+        # frame: small frames keep the output from lagging a whole chunk behind.
+        for start in range(0, samples.size, _FRAME_SAMPLES):
+            self._push(self._graph, samples[start : start + _FRAME_SAMPLES])
         out = self._pull(self._graph)
         self._count(samples.size, out.size)
         return out
 
     def flush(self) -> np.ndarray:
-        """End the stream and return the remaining output, trimmed to the expected total length."""
+        """End the stream and return the remaining output, trimmed to the expected total length.
+
+        atempo drops part of its last analysis window at end of stream, so silence is
+        pushed first to carry the real tail out; the excess is trimmed away.
+        """
         if self._graph is None:
             return np.zeros(0, dtype=np.float32)
+        num_left = max(round(self._num_in / self.rate) - self._num_out, 0)
+        padding = np.zeros(_FRAME_SAMPLES, dtype=np.float32)
+        for _ in range(_FLUSH_PADDING_FRAMES):
+            self._push(self._graph, padding)
         self._graph.push(None)
         tail = self._pull(self._graph)
         self._graph = None
-        num_left = max(round(self._num_in / self.rate) - self._num_out, 0)
         if tail.size < num_left:
             tail = np.concatenate([tail, np.zeros(num_left - tail.size, dtype=np.float32)])
         self._num_out += num_left
         return tail[:num_left]
+
+    def _push(self, graph: av.filter.Graph, samples: np.ndarray) -> None:
+        frame = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")  # (1, T)
+        frame.sample_rate = self._sample_rate_hz
+        frame.time_base = Fraction(1, self._sample_rate_hz)
+        frame.pts = self._num_pushed
+        self._num_pushed += samples.size
+        graph.push(frame)
 
     def _count(self, num_in: int, num_out: int) -> None:
         self._num_in += num_in

@@ -28,9 +28,11 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass, field
+from typing import cast
 
 import av
 import numpy as np
+from av.audio.stream import AudioStream
 
 from turbotts.errors import InvalidInputError, TurboTTSError
 
@@ -65,8 +67,13 @@ _CODEC_SPECS = {
     "mp3": _CodecSpec("mp3", ("libmp3lame", "mp3"), "fltp", bit_rate=128_000),
     # page_duration (µs) caps how long Ogg holds packets before writing a page.
     "opus": _CodecSpec(
-        "ogg", ("libopus", "opus"), "flt", bit_rate=64_000, codec_rate_hz=48_000,
-        codec_options={"application": "audio"}, container_options={"page_duration": "60000"},
+        "ogg",
+        ("libopus", "opus"),
+        "flt",
+        bit_rate=64_000,
+        codec_rate_hz=48_000,
+        codec_options={"application": "audio"},
+        container_options={"page_duration": "60000"},
     ),
     # The "fast" coder is ~3x quicker than the default two-loop search for speech.
     "aac": _CodecSpec("adts", ("aac",), "fltp", bit_rate=96_000, codec_options={"aac_coder": "fast"}),
@@ -87,9 +94,13 @@ def wav_header(sample_rate_hz: int, num_data_bytes: int | None = None) -> bytes:
     else:
         riff_size, data_size = 36 + num_data_bytes, num_data_bytes
     return (
-        b"RIFF" + struct.pack("<I", riff_size) + b"WAVE"
-        + b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate_hz, sample_rate_hz * 2, 2, 16)
-        + b"data" + struct.pack("<I", data_size)
+        b"RIFF"
+        + struct.pack("<I", riff_size)
+        + b"WAVE"
+        + b"fmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate_hz, sample_rate_hz * 2, 2, 16)
+        + b"data"
+        + struct.pack("<I", data_size)
     )
 
 
@@ -130,7 +141,8 @@ class _AvWriter:
         self._container = av.open(self._sink, mode="w", format=spec.container, options=options)
         codec_name = next((c for c in spec.codecs if c in av.codecs_available), spec.codecs[-1])
         self.codec_rate_hz = spec.codec_rate_hz or sample_rate_hz
-        self._stream = self._container.add_stream(codec_name, rate=self.codec_rate_hz, layout="mono")
+        stream = self._container.add_stream(codec_name, rate=self.codec_rate_hz, layout="mono")
+        self._stream = cast(AudioStream, stream)  # an audio codec always gives an audio stream
         self._stream.codec_context.format = spec.sample_format
         if spec.bit_rate is not None:
             self._stream.codec_context.bit_rate = spec.bit_rate
@@ -189,9 +201,7 @@ class StreamEncoder:
             InvalidInputError: the format is not supported.
         """
         if fmt not in SUPPORTED_FORMATS:
-            raise InvalidInputError(
-                f"unsupported response_format {fmt!r}; use one of {', '.join(SUPPORTED_FORMATS)}"
-            )
+            raise InvalidInputError(f"unsupported response_format {fmt!r}; use one of {', '.join(SUPPORTED_FORMATS)}")
         if sample_rate_hz <= 0:
             raise InvalidInputError(f"sample_rate_hz must be positive, got {sample_rate_hz}")
         self.fmt = fmt

@@ -53,7 +53,8 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any]]:
         if isinstance(exc, cls):
             param = getattr(exc, "param", None)
             return status, error_body(str(exc), type_, code, param)
-    return 500, error_body("internal server error; retry, and report it if it persists", "server_error", "internal_error")
+    message = "internal server error; retry, and report it if it persists"
+    return 500, error_body(message, "server_error", "internal_error")
 
 
 def _response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:

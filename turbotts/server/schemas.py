@@ -28,41 +28,43 @@ class SynthesisOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     voice: str | VoiceRef = Field(
-        "alloy",
+        default="alloy",
         description="A built-in (OpenAI) or saved voice name, {'id': name}, or an official voice string.",
     )
     response_format: ResponseFormat = "mp3"
     speed: float = Field(
-        1.0,
+        default=1.0,
         ge=0.25,
         le=4.0,
         description="ChatTTS's [speed_N] prompt token covers part of the range; the rest is a pitch-keeping "
         "time-stretch of the audio.",
     )
     instructions: str | None = Field(
-        None,
+        default=None,
         max_length=4096,
         description="Accepted for compatibility. Made only of ChatTTS refine tokens (e.g. "
         "'[oral_2][laugh_0][break_6]') it becomes the refine prompt (effective with refine_text=true); "
         "anything else is ignored and reported in the X-TurboTTS-Warning header.",
     )
-    seed: int | None = Field(None, ge=0, le=MAX_SEED, description="Same seed, same voice and text: same audio.")
-    temperature: float | None = Field(None, gt=0.0, le=5.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
-    top_k: int | None = Field(None, ge=1, le=1000)
-    repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED, description="Same seed, same voice and text: same audio.")
+    temperature: float | None = Field(default=None, gt=0.0, le=5.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=1, le=1000)
+    repetition_penalty: float | None = Field(default=None, gt=0.0, le=10.0)
     max_new_tokens: int | None = Field(
-        None, ge=1, le=4096, description="Code frames per segment (21.3 ms each); capped by the server."
+        default=None, ge=1, le=4096, description="Code frames per segment (21.3 ms each); capped by the server."
     )
     refine_text: bool | None = Field(
-        None, description="Run the refine-text stage first. Off by default: it roughly doubles time to first audio."
+        default=None, description="Run the refine-text stage first; off by default (it slows the first audio)."
     )
 
 
 class SpeechRequest(SynthesisOptions):
     """``POST /v1/audio/speech``."""
 
-    model: str = Field("tts-1", max_length=200, description="tts-1, tts-1-hd, gpt-4o-mini-tts, chattts or turbotts.")
+    model: str = Field(
+        default="tts-1", max_length=200, description="tts-1, tts-1-hd, gpt-4o-mini-tts, chattts or turbotts."
+    )
     input: str = Field(description="Text to say; ChatTTS control tokens such as [uv_break] pass through.")
     stream_format: Literal["audio", "sse"] = "audio"
 
@@ -91,8 +93,8 @@ class VoiceCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=VOICE_NAME_PATTERN)
-    seed: int | None = Field(None, ge=0, le=MAX_SEED)
-    voice: str | None = Field(None, min_length=1, max_length=100_000, description="An official voice string.")
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
+    voice: str | None = Field(default=None, min_length=1, max_length=100_000, description="An official voice string.")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> VoiceCreate:

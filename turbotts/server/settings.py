@@ -49,26 +49,26 @@ class ServerSettings(BaseSettings):
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
 
     host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
+    port: int = Field(default=8000, ge=0, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     # engine capacity
-    max_batch_size: int = Field(16, ge=1)
-    max_waiting: int = Field(1024, ge=1)
-    kv_budget_bytes: int = Field(4 * 2**30, ge=1)
-    max_seq_len: int = Field(2048, ge=16)
+    max_batch_size: int = Field(default=16, ge=1)
+    max_waiting: int = Field(default=1024, ge=1)
+    kv_budget_bytes: int = Field(default=4 * 2**30, ge=1)
+    max_seq_len: int = Field(default=2048, ge=16)
 
     # request limits and defaults
-    max_input_chars: int = Field(4096, ge=1, description="Longer inputs get 413.")
-    max_new_tokens: int = Field(2048, ge=1, le=4096, description="Code frames per segment (cap and default).")
-    max_segment_chars: int = Field(120, ge=8, description="Long text is cut into segments of at most this.")
-    max_segments_in_flight: int = Field(2, ge=1, le=8, description="Segments synthesized ahead, per request.")
-    default_refine_text: bool = Field(False, description="The refine stage doubles time to first audio.")
+    max_input_chars: int = Field(default=4096, ge=1, description="Longer inputs get 413.")
+    max_new_tokens: int = Field(default=2048, ge=1, le=4096, description="Code frames per segment (cap and default).")
+    max_segment_chars: int = Field(default=120, ge=8, description="Long text is cut into segments of at most this.")
+    max_segments_in_flight: int = Field(default=2, ge=1, le=8, description="Segments synthesized ahead, per request.")
+    default_refine_text: bool = Field(default=False, description="The refine stage doubles time to first audio.")
 
     voices_db: Path = Path("~/.cache/turbotts/voices.sqlite3")
-    api_keys: str = Field("", description="Comma-separated bearer keys; empty (and no file) = no auth.")
+    api_keys: str = Field(default="", description="Comma-separated bearer keys; empty (and no file) = no auth.")
     api_key_file: Path | None = None
-    shutdown_grace_s: float = Field(10.0, ge=0.0)
+    shutdown_grace_s: float = Field(default=10.0, ge=0.0)
 
     @model_validator(mode="after")
     def _check_source(self) -> ServerSettings:

@@ -19,12 +19,10 @@ from turbotts.errors import InvalidInputError
 from turbotts.server.exceptions import VoiceExistsError, VoiceNotFoundError
 
 #: OpenAI voice name -> seed of a voice drawn from the speaker statistics.
-BUILTIN_VOICE_SEEDS: dict[str, int] = {
-    name: 1000 + index
-    for index, name in enumerate(
-        ("alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse", "marin", "cedar")
-    )
-}
+OPENAI_VOICES = (
+    "alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse", "marin", "cedar"
+)
+BUILTIN_VOICE_SEEDS: dict[str, int] = {name: 1000 + index for index, name in enumerate(OPENAI_VOICES)}
 MAX_NAME_CHARS = 64
 
 

@@ -1,0 +1,63 @@
+"""Typed dependencies: everything a route needs comes from the app state built in ``lifespan``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends
+from starlette.requests import HTTPConnection
+
+from turbotts.engine.async_engine import AsyncEngine
+from turbotts.guard.apikeys import APIKeyStore, bearer_token
+from turbotts.server.context import request_id_var
+from turbotts.server.exceptions import AuthenticationError
+from turbotts.server.metrics import Metrics
+from turbotts.server.service import SpeechService
+from turbotts.server.settings import ServerSettings
+
+
+def get_settings(connection: HTTPConnection) -> ServerSettings:
+    settings: ServerSettings = connection.app.state.settings
+    return settings
+
+
+def get_engine(connection: HTTPConnection) -> AsyncEngine:
+    engine: AsyncEngine = connection.app.state.engine
+    return engine
+
+
+def get_service(connection: HTTPConnection) -> SpeechService:
+    service: SpeechService = connection.app.state.service
+    return service
+
+
+def get_metrics(connection: HTTPConnection) -> Metrics:
+    metrics: Metrics = connection.app.state.metrics
+    return metrics
+
+
+def get_request_id() -> str:
+    return request_id_var.get()
+
+
+def require_api_key(connection: HTTPConnection) -> str | None:
+    """The caller's key id, or None when authentication is off.
+
+    Raises:
+        AuthenticationError: keys are configured and the request has no valid one.
+    """
+    keys: APIKeyStore = connection.app.state.api_keys
+    if not keys.is_enabled:
+        return None
+    key = keys.verify(bearer_token(connection.headers.get("authorization")))
+    if key is None:
+        raise AuthenticationError("missing or invalid API key; send 'Authorization: Bearer <key>'")
+    return key
+
+
+SettingsDep = Annotated[ServerSettings, Depends(get_settings)]
+EngineDep = Annotated[AsyncEngine, Depends(get_engine)]
+ServiceDep = Annotated[SpeechService, Depends(get_service)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+RequestIdDep = Annotated[str, Depends(get_request_id)]
+ApiKeyDep = Annotated[str | None, Depends(require_api_key)]

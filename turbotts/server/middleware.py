@@ -1,0 +1,70 @@
+"""A pure ASGI middleware (streaming-safe, unlike BaseHTTPMiddleware).
+
+Per HTTP request it sets the request id contextvar (every log line carries it),
+adds ``X-Request-ID`` to the response, records duration and status metrics, and
+answers 503 once the server is draining for shutdown.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from turbotts.server.context import REQUEST_ID_HEADER, new_request_id, request_id_var
+from turbotts.server.errors import error_body
+
+_UNMETERED = frozenset({"/metrics", "/healthz", "/readyz"})
+
+
+class RequestContextMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        request_id = new_request_id(headers.get(REQUEST_ID_HEADER.lower()))
+        token = request_id_var.set(request_id)
+        state: Any = scope["app"].state if "app" in scope else None
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (REQUEST_ID_HEADER.encode(), request_id.encode())]
+            await send(message)
+
+        try:
+            if scope["type"] == "http" and getattr(state, "is_draining", False) and scope["path"] != "/healthz":
+                await _draining(send_with_id)
+                return
+            await self.app(scope, receive, send_with_id)
+        finally:
+            request_id_var.reset(token)
+            metrics = getattr(state, "metrics", None)
+            if scope["type"] == "http" and metrics is not None and scope["path"] not in _UNMETERED:
+                route = scope.get("route")
+                path = getattr(route, "path", "unmatched")
+                metrics.observe_response(path, status, time.perf_counter() - started)
+
+
+async def _draining(send: Send) -> None:
+    body = json.dumps(
+        error_body("the server is shutting down; retry on another replica", "server_error", "shutting_down")
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
