@@ -6,6 +6,7 @@ message and exit with code 2; they never end in a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from collections.abc import Callable
@@ -197,6 +198,70 @@ def _register_commands() -> None:
 
 
 _register_commands()
+
+
+class _StartupTracebackFilter(logging.Filter):
+    """Drops uvicorn's traceback for start-up errors of our own: serve prints their message instead."""
+
+    def __init__(self, server_app: Any) -> None:
+        super().__init__()
+        self.server_app = server_app
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        is_ours = isinstance(self.server_app.state.startup_error, TurboTTSError)
+        return not (is_ours and str(record.msg).startswith("Traceback"))
+
+
+@app.command()
+def serve(
+    checkpoint: CheckpointOpt = None,
+    load_format: Annotated[
+        str | None, typer.Option("--load-format", help="auto: --checkpoint or the official weights; dummy: random.")
+    ] = None,
+    dummy_size: Annotated[str | None, typer.Option("--dummy-size", help="Size of dummy weights: tiny or full.")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N.")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="GPT weight precision: fp32, bf16 or fp16.")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Interface to listen on (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="TCP port (default 8000).")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="YAML, JSON or TOML settings file (keys as TURBOTTS_* names).")
+    ] = None,
+) -> None:
+    """Serve the OpenAI-compatible speech API (flags > TURBOTTS_* environment > --config file > defaults)."""
+    import uvicorn
+    from pydantic import ValidationError
+
+    from turbotts.server.app import create_app
+    from turbotts.server.settings import ServerSettings
+
+    flags: dict[str, Any] = {
+        "checkpoint": checkpoint, "load_format": load_format, "dummy_size": dummy_size, "device": device,
+        "dtype": dtype, "host": host, "port": port, "config_file": config,
+    }  # fmt: skip
+    try:
+        settings = ServerSettings(**{k: v for k, v in flags.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from exc
+    server_app = create_app(settings)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            server_app,
+            host=settings.host,
+            port=settings.port,
+            lifespan="on",
+            log_level=settings.log_level,
+            timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
+        )
+    )
+    logging.getLogger("uvicorn.error").addFilter(_StartupTracebackFilter(server_app))
+    with contextlib.suppress(SystemExit):  # uvicorn exits 3 when start-up fails; we report it below
+        server.run()
+    error = server_app.state.startup_error
+    if error is not None:
+        raise fail(str(error) if isinstance(error, TurboTTSError) else f"start-up failed: {error!r}")
+    if not server.started:
+        raise fail(f"the server did not start (is {settings.host}:{settings.port} free?)")
 
 
 def main() -> None:

@@ -71,13 +71,13 @@ def _upsample_2x(pcm: np.ndarray) -> np.ndarray:
 
 
 def _aligned_correlation(reference: np.ndarray, decoded: np.ndarray, max_lag: int) -> float:
-    """Best normalized correlation over decoder delays 0..max_lag."""
-    best = -1.0
-    for lag in range(max_lag + 1):
-        seg = decoded[lag : lag + reference.size]
-        ref = reference[: seg.size]
-        best = max(best, float(np.dot(ref, seg) / (np.linalg.norm(ref) * np.linalg.norm(seg) + 1e-12)))
-    return best
+    """Best normalized correlation over decoder delays 0..max_lag (one FFT, not a loop of dot products)."""
+    decoded = np.concatenate([decoded, np.zeros(max(reference.size + max_lag - decoded.size, 0))])
+    n = 1 << (decoded.size + reference.size).bit_length()
+    dots = np.fft.irfft(np.fft.rfft(decoded, n) * np.conj(np.fft.rfft(reference, n)), n)[: max_lag + 1]
+    energy = np.concatenate([[0.0], np.cumsum(decoded**2)])
+    window_norms = np.sqrt(energy[reference.size : reference.size + max_lag + 1] - energy[: max_lag + 1])
+    return float(np.max(dots / (np.linalg.norm(reference) * window_norms + 1e-12)))
 
 
 @pytest.fixture(scope="module")

@@ -88,7 +88,8 @@ class EngineCore:
         return len(self._requests)
 
     def has_work(self) -> bool:
-        return bool(self._requests)
+        """Requests in flight, or aborted sequences whose slots the next step frees."""
+        return bool(self._requests) or self.scheduler.has_work()
 
     def add_request(
         self, request_id: str, text: str, params: SynthesisParams, *, stream: bool = False, keep_hidden: bool = False
