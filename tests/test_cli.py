@@ -83,3 +83,12 @@ def test_without_the_hub_say_stops_fast_and_explains_dummy_and_local_options() -
     result = run_cli("say", "hi", timeout=60)
     assert result.returncode == 2
     assert "--load-format dummy" in result.stderr and "--checkpoint DIR" in result.stderr
+
+
+def test_say_on_full_size_dummy_weights(tmp_path: Path) -> None:
+    out = tmp_path / "full.wav"
+    result = run_cli("say", "你好，欢迎使用语音合成。", "-o", str(out), "--load-format", "dummy", "--dummy-size", "full",
+                     "--skip-refine", "--max-new-tokens", "6", "--seed", "1", "--greedy", timeout=600)
+    assert result.returncode == 0, result.stderr
+    audio, rate = sf.read(str(out), dtype="float32")
+    assert rate == 24000 and 0 < len(audio) <= 512 * 6 - 256

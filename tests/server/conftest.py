@@ -1,0 +1,69 @@
+"""A real TurboTTS server on loopback (uvicorn in a thread, tiny dummy model) for the server tests."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from turbotts.server.app import create_app
+from turbotts.server.settings import ServerSettings
+
+MAX_NEW_TOKENS = 12  # code frames per segment: 12 * 512 samples = 0.256 s of audio at most
+SAMPLE_RATE_HZ = 24000
+
+
+@contextmanager
+def running_server(tmp_dir: Path, **overrides: Any) -> Iterator[tuple[str, uvicorn.Server]]:
+    """Start the app on a free loopback port; yields its base URL and the uvicorn server."""
+    values: dict[str, Any] = {
+        "load_format": "dummy",
+        "dummy_size": "tiny",
+        "voices_db": tmp_dir / "voices.sqlite3",
+        "max_new_tokens": MAX_NEW_TOKENS,
+        "shutdown_grace_s": 5.0,
+        "kv_budget_bytes": 64 * 2**20,
+        **overrides,
+    }
+    settings = ServerSettings(**values)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(settings), lifespan="on", log_level="warning", timeout_graceful_shutdown=5, ws="websockets"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}", server
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+@pytest.fixture(scope="session")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_server(tmp_path_factory.mktemp("server"), max_input_chars=4096) as (url, _):
+        yield url
+
+
+@pytest.fixture()
+def http(server_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server_url, timeout=120) as client:
+        yield client
