@@ -250,6 +250,7 @@ def serve(
             host=settings.host,
             port=settings.port,
             lifespan="on",
+            ws="websockets-sansio",
             log_level=settings.log_level,
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
         )

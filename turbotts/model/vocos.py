@@ -16,32 +16,10 @@ from torch import nn
 from turbotts.config import VocosConfig
 from turbotts.errors import InvalidInputError
 from turbotts.model.convnext import ConvNeXtBlock
+from turbotts.model.melbank import mel_filterbank
 
 MAX_MAGNITUDE = 100.0  # the official head clips exp(log-magnitude) here
 LOG_FLOOR = 1e-5
-
-
-def mel_filterbank(n_freqs: int, n_mels: int, sample_rate_hz: int) -> torch.Tensor:
-    """Triangular HTK-scale filters (n_freqs, n_mels), no area normalization.
-
-    Only used to give a randomly initialised model a sensible front end; real
-    checkpoints carry the filterbank as a buffer and overwrite this.
-    """
-
-    def hz_to_mel(f: torch.Tensor) -> torch.Tensor:
-        return 2595.0 * torch.log10(1.0 + f / 700.0)
-
-    def mel_to_hz(m: torch.Tensor) -> torch.Tensor:
-        return 700.0 * (10.0 ** (m / 2595.0) - 1.0)
-
-    all_freqs = torch.linspace(0, sample_rate_hz // 2, n_freqs)
-    top = hz_to_mel(torch.tensor(float(sample_rate_hz // 2)))
-    f_pts = mel_to_hz(torch.linspace(0.0, float(top), n_mels + 2))
-    f_diff = f_pts[1:] - f_pts[:-1]  # (n_mels + 1,)
-    slopes = f_pts.unsqueeze(0) - all_freqs.unsqueeze(1)  # (n_freqs, n_mels + 2)
-    down = -slopes[:, :-2] / f_diff[:-1]
-    up = slopes[:, 2:] / f_diff[1:]
-    return torch.clamp(torch.minimum(down, up), min=0.0)
 
 
 class _Spectrogram(nn.Module):
@@ -57,7 +35,7 @@ class _MelScale(nn.Module):
 
     def __init__(self, n_fft: int, n_mels: int, sample_rate_hz: int) -> None:
         super().__init__()
-        self.register_buffer("fb", mel_filterbank(n_fft // 2 + 1, n_mels, sample_rate_hz))
+        self.register_buffer("fb", mel_filterbank(n_fft=n_fft, n_mels=n_mels, sample_rate_hz=sample_rate_hz))
 
 
 class _MelSpec(nn.Module):
