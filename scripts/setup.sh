@@ -13,7 +13,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 want="$TORCH_SPEC $(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check "$TORCH_SPEC"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,server]'
+  # (the grep drops pip's notes about local package mirrors that this machine may not have)
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check "$TORCH_SPEC" \
+    2> >(grep -v "^WARNING: Location" >&2)
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,server]' \
+    2> >(grep -v "^WARNING: Location" >&2)
   echo "$want" > "$STAMP"
 fi

@@ -24,8 +24,20 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str
 
 def test_say_on_the_fixture_checkpoint_writes_24khz_wav(tmp_path: Path) -> None:
     out = tmp_path / "hello.wav"
-    result = run_cli("say", "你好，欢迎使用语音合成。", "-o", str(out), "--checkpoint", str(FIXTURE_DIR),
-                     "--greedy", "--skip-refine", "--max-new-tokens", "30", "--seed", "1")
+    result = run_cli(
+        "say",
+        "你好，欢迎使用语音合成。",
+        "-o",
+        str(out),
+        "--checkpoint",
+        str(FIXTURE_DIR),
+        "--greedy",
+        "--skip-refine",
+        "--max-new-tokens",
+        "30",
+        "--seed",
+        "1",
+    )
     assert result.returncode == 0, result.stderr
     audio, rate = sf.read(str(out), dtype="float32")
     assert rate == 24000
@@ -34,8 +46,20 @@ def test_say_on_the_fixture_checkpoint_writes_24khz_wav(tmp_path: Path) -> None:
 
 def test_say_on_dummy_weights_with_refine(tmp_path: Path) -> None:
     out = tmp_path / "dummy.wav"
-    result = run_cli("say", "hello world. 2 apples!", "-o", str(out), "--load-format", "dummy",
-                     "--dummy-size", "tiny", "--max-new-tokens", "12", "--seed", "3")
+    result = run_cli(
+        "say",
+        "hello world. 2 apples!",
+        "-o",
+        str(out),
+        "--load-format",
+        "dummy",
+        "--dummy-size",
+        "tiny",
+        "--max-new-tokens",
+        "12",
+        "--seed",
+        "3",
+    )
     assert result.returncode == 0, result.stderr
     audio, rate = sf.read(str(out), dtype="float32")
     assert rate == 24000 and 0 < len(audio) <= 512 * 12 - 256
@@ -55,8 +79,19 @@ def test_init_checkpoint_then_say(tmp_path: Path) -> None:
     assert run_cli("init-checkpoint", str(root), "--size", "tiny", "--seed", "9").returncode == 0
     assert (root / "asset" / "gpt" / "model.safetensors").is_file()
     out = tmp_path / "x.wav"
-    result = run_cli("say", "hello", "-o", str(out), "--checkpoint", str(root), "--skip-refine",
-                     "--max-new-tokens", "5", "--seed", "2")
+    result = run_cli(
+        "say",
+        "hello",
+        "-o",
+        str(out),
+        "--checkpoint",
+        str(root),
+        "--skip-refine",
+        "--max-new-tokens",
+        "5",
+        "--seed",
+        "2",
+    )
     assert result.returncode == 0, result.stderr
     assert sf.info(str(out)).samplerate == 24000
 
@@ -87,8 +122,23 @@ def test_without_the_hub_say_stops_fast_and_explains_dummy_and_local_options() -
 
 def test_say_on_full_size_dummy_weights(tmp_path: Path) -> None:
     out = tmp_path / "full.wav"
-    result = run_cli("say", "你好，欢迎使用语音合成。", "-o", str(out), "--load-format", "dummy", "--dummy-size", "full",
-                     "--skip-refine", "--max-new-tokens", "6", "--seed", "1", "--greedy", timeout=600)
+    result = run_cli(
+        "say",
+        "你好，欢迎使用语音合成。",
+        "-o",
+        str(out),
+        "--load-format",
+        "dummy",
+        "--dummy-size",
+        "full",
+        "--skip-refine",
+        "--max-new-tokens",
+        "6",
+        "--seed",
+        "1",
+        "--greedy",
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     audio, rate = sf.read(str(out), dtype="float32")
     assert rate == 24000 and 0 < len(audio) <= 512 * 6 - 256

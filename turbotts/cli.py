@@ -232,6 +232,7 @@ def serve(
     from pydantic import ValidationError
 
     from turbotts.server.app import create_app
+    from turbotts.server.context import configure_logging
     from turbotts.server.settings import ServerSettings
 
     flags: dict[str, Any] = {
@@ -243,6 +244,7 @@ def serve(
     except ValidationError as exc:
         first = exc.errors()[0]
         raise fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from exc
+    configure_logging(settings.log_level)
     server_app = create_app(settings)
     server = uvicorn.Server(
         uvicorn.Config(

@@ -21,8 +21,22 @@ def seal(tmp_path: Path) -> tuple[Path, Path]:
     signing.parent.mkdir()
     env = {**os.environ, "SEAL_KEY": KEY_HEX}
     result = subprocess.run(
-        [sys.executable, "-m", "turbotts", "seal", str(FIXTURE_DIR), str(out), "--key-env", "SEAL_KEY",
-         "--signing-key", str(signing)], capture_output=True, text=True, env=env, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "turbotts",
+            "seal",
+            str(FIXTURE_DIR),
+            str(out),
+            "--key-env",
+            "SEAL_KEY",
+            "--signing-key",
+            str(signing),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     return out, signing.parent / "sign.pem.pub"

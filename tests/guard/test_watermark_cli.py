@@ -18,8 +18,13 @@ KEY = bytes.fromhex("ab" * 32)
 
 def detect(path: Path, key_hex: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TURBOTTS_WATERMARK_KEY": key_hex}
-    return subprocess.run([sys.executable, "-m", "turbotts", "watermark", "detect", str(path)],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "turbotts", "watermark", "detect", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_detect_reports_the_payload_and_exit_codes(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ def running_server(tmp_dir: Path, **overrides: Any) -> Iterator[tuple[str, uvico
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        create_app(settings), lifespan="on", log_level="warning", timeout_graceful_shutdown=5, ws="websockets"
+        create_app(settings), lifespan="on", log_level="warning", timeout_graceful_shutdown=5, ws="websockets-sansio"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -12,6 +12,7 @@ import time
 import torch
 
 from turbotts.model.chattts import ChatTTSModel
+from turbotts.model.quant import stored_weight_bytes
 
 BANDWIDTH_PROBE_BYTES = 256 * 2**20
 
@@ -31,7 +32,5 @@ def measure_bandwidth_bytes_per_s(num_bytes: int = BANDWIDTH_PROBE_BYTES, repeat
 
 def decode_weight_bytes(model: ChatTTSModel) -> int:
     """Bytes one decode step must read: GPT layers, final norm and the audio-code heads."""
-    gpt_bytes = sum(p.numel() * p.element_size() for p in model.modules.gpt.parameters())
-    heads = model.modules.embed.head_code
-    head_bytes = sum(p.numel() * p.element_size() for p in heads.parameters())
-    return gpt_bytes + head_bytes
+    # int8-quantized linears are counted as their int8 rows plus scales (packed, not parameters)
+    return stored_weight_bytes(model.modules.gpt) + stored_weight_bytes(model.modules.embed.head_code)

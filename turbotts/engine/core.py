@@ -71,7 +71,9 @@ class EngineCore:
             )
         )
         self.runner = ModelRunner(
-            model, self.kv_layout, decode_mode=resolve_decode_mode(config.decode_mode, model.device.type),
+            model,
+            self.kv_layout,
+            decode_mode=resolve_decode_mode(config.decode_mode, model.device.type),
             max_batch_size=config.max_batch_size,
         )
         self.vocoder = VocoderRunner(model)

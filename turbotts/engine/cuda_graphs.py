@@ -81,8 +81,12 @@ class StaticDecoder:
         # slot_ids/cache_lens are only read by Python-side checks, done in decode() instead
         rows = tuple(range(bucket.size))
         return DecodeMetadata(
-            slot_ids=rows, cache_lens=(0,) * bucket.size, slot_index=bucket.slots, write_index=bucket.positions,
-            key_mask=bucket.key_mask, strategy=DecodeStrategy.GATHER,
+            slot_ids=rows,
+            cache_lens=(0,) * bucket.size,
+            slot_index=bucket.slots,
+            write_index=bucket.positions,
+            key_mask=bucket.key_mask,
+            strategy=DecodeStrategy.GATHER,
         )
 
     def _forward(self, bucket: _Bucket) -> torch.Tensor:

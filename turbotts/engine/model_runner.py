@@ -80,7 +80,10 @@ class ModelRunner:
         self.slots = SlotSampling.empty(layout.num_slots, self.num_vq, self.device)
         self.static_decoder = (
             StaticDecoder(
-                self.gpt, self.cache, scratch_slot=layout.num_slots, max_batch_size=max_batch_size,
+                self.gpt,
+                self.cache,
+                scratch_slot=layout.num_slots,
+                max_batch_size=max_batch_size,
                 use_graphs=decode_mode == "graphs",
             )
             if is_static

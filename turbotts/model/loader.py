@@ -144,9 +144,7 @@ def resolve_checkpoint(source: ModelSource) -> ckpt.Checkpoint:
     return download_official()
 
 
-def load_model(
-    source: ModelSource, *, device: str = "cpu", dtype: str = "fp32", quant: str = "none"
-) -> ChatTTSModel:
+def load_model(source: ModelSource, *, device: str = "cpu", dtype: str = "fp32", quant: str = "none") -> ChatTTSModel:
     """Load everything a synthesis needs.
 
     Raises:
@@ -227,8 +225,13 @@ def _load_sealed(source: ModelSource, *, device: str, dtype: str, quant: str) ->
     placed_device, placed_dtype = _finish(modules, device, dtype, quant)
     manifest = (Path(source.checkpoint) / "manifest.json").read_bytes()
     return ChatTTSModel(
-        config=config, modules=modules, tokenizer=tokenizer, speaker_stats=_stats(config),
-        fingerprint=hashlib.sha256(manifest).hexdigest()[:16], is_dummy=False, device=placed_device,
+        config=config,
+        modules=modules,
+        tokenizer=tokenizer,
+        speaker_stats=_stats(config),
+        fingerprint=hashlib.sha256(manifest).hexdigest()[:16],
+        is_dummy=False,
+        device=placed_device,
         dtype=placed_dtype,
     )
 

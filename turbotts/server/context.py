@@ -32,3 +32,17 @@ def install_log_filter() -> None:
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RequestIdFilter) for f in handler.filters):
             handler.addFilter(handler_filter)
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"
+
+
+def configure_logging(level: str = "info") -> None:
+    """Root handlers print the request id of every line (``-`` outside a request)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig()
+    root.setLevel(level.upper())
+    install_log_filter()
+    for handler in root.handlers:
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))

@@ -124,6 +124,7 @@ class SpeechService:
         self.sample_rate_hz = model.sample_rate_hz
         self._hidden_size = model.config.gpt.hidden_size
         self._tokenizer = model.tokenizer
+        self._frontend = engine.core.frontend
 
     # -- speech ---------------------------------------------------------------------
 
@@ -153,9 +154,13 @@ class SpeechService:
             max_in_flight=self.settings.max_segments_in_flight,
             stretch_rate=plan.stretch_rate,
             sample_rate_hz=self.sample_rate_hz,
-            count_tokens=lambda text: len(self._tokenizer.encode(text)),
+            count_tokens=self._count_tokens,
         )
         return SpeechJob(plan, pipeline, segments, self.metrics)
+
+    def _count_tokens(self, text: str) -> int:
+        """Text tokens of one segment as the engine will see it (usage.input_tokens)."""
+        return len(self._tokenizer.encode(self._frontend.prepare(text)))
 
     def clean_input(self, text: str) -> str:
         """Sanitized text. Raises InputTooLongError (413) or InvalidInputError (nothing to say)."""

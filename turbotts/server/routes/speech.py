@@ -1,4 +1,21 @@
-"""``POST /v1/audio/speech``: OpenAI's speech endpoint, streamed."""
+"""``POST /v1/audio/speech``: OpenAI's speech endpoint, streamed.
+
+Beyond OpenAI's fields:
+
+- ``speed`` (0.25..4.0) goes through :func:`speed_plan`: a ``[speed_N]`` prompt token
+  covers about 0.8..1.25, and a pitch-keeping time-stretch does the rest.
+- ``instructions`` made only of refine tokens (``[oral_2][laugh_0][break_6]``) become
+  the refine stage's prompt (so they act with ``refine_text=true``); anything else is
+  ignored and the ``X-TurboTTS-Warning`` response header says so.
+- ``refine_text`` defaults to off (``default_refine_text`` setting): the refine pass
+  runs before any audio and roughly doubles time to first audio.
+- ``seed``, ``temperature``, ``top_p``, ``top_k``, ``repetition_penalty`` and
+  ``max_new_tokens`` (capped by the server) tune ChatTTS; control tokens in
+  ``input`` pass through.
+
+Every response streams: headers and the first bytes leave once the first audio
+chunk exists, and a client that disconnects aborts its engine requests.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +42,7 @@ _ERRORS: dict[int | str, dict[str, object]] = {
     "/v1/audio/speech",
     responses={200: {"content": {"audio/mpeg": {}, "text/event-stream": {}}}, **_ERRORS},
     response_class=ClosingStreamingResponse,
+    status_code=200,
 )
 async def create_speech(
     body: SpeechRequest, service: ServiceDep, request_id: RequestIdDep, _key: ApiKeyDep

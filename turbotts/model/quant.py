@@ -1,0 +1,191 @@
+"""Int8 weights for the GPT and its output heads (``--quant int8``).
+
+Why: a small-batch decode step is memory bound, it streams every GPT weight
+once, so int8 weights (a quarter of the fp32 bytes) make each step cheaper. On
+CPU the matmuls run as fbgemm's dynamic int8 linear: the activations are
+quantized per call (per tensor, asymmetric uint8) and multiplied with the int8
+weights into int32 (VNNI), which measured faster than the prepacked fp32 oneDNN
+path at batch 1 and batch 16 (see the bench figures in the issue).
+
+Layout: symmetric int8 with one scale per output channel. Because every row
+has its own scale, quantizing q, k and v separately and concatenating them is
+exactly quantizing the fused weight, so the fused groups (q/k/v, gate/up and
+the four code heads) stay one matmul each. The fused int8 matmul is the only
+copy of those weights: the source ``nn.Linear`` modules are replaced by
+:class:`Int8Placeholder`, which records the int8 bytes of its rows (so weight
+accounting keeps working) and fails clearly if it is ever run, which happens
+only if ``.to()`` or ``load_state_dict`` dropped the fused copies.
+
+The Decoder, DVAE and Vocos stay float32: they run once per audio window rather
+than once per code frame (a small share of the compute per audio second), and
+their convolutions feed the waveform directly, where quantization noise is
+audible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from turbotts.errors import CheckpointError
+from turbotts.model.chattts import ChatTTSModules
+from turbotts.model.layers import FusedLinear
+
+INT8_MAX = 127
+# fbgemm without VNNI adds u8*s8 pairs in int16, which saturates unless the
+# activations use 7 bits; torch's own dynamic Linear makes the same choice.
+REDUCE_RANGE = True
+
+
+def quantize_per_channel(weight: Tensor) -> tuple[Tensor, Tensor]:
+    """Symmetric int8 with one float32 scale per output row.
+
+    Args:
+        weight: (out, in) float tensor.
+
+    Returns:
+        (out, in) int8 values in [-127, 127] and (out,) float32 scales, with
+        ``weight ~= q * scale[:, None]``.
+    """
+    w = weight.detach().float()
+    scale = (w.abs().amax(dim=1) / INT8_MAX).clamp(min=1e-12)  # (out,)
+    q = torch.round(w / scale[:, None]).clamp(-INT8_MAX, INT8_MAX).to(torch.int8)
+    return q.contiguous(), scale
+
+
+def dequantize(q: Tensor, scale: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """(out, in) int8 and (out,) scales back to a float weight."""
+    return (q.to(torch.float32) * scale[:, None]).to(dtype)
+
+
+def can_use_dynamic_int8(device: torch.device) -> bool:
+    """Dynamic int8 linears need a CPU and a quantized engine built into torch."""
+    engines = torch.backends.quantized.supported_engines
+    return device.type == "cpu" and any(e in engines for e in ("fbgemm", "x86", "onednn"))
+
+
+def _best_engine() -> str:
+    # fbgemm measured fastest at batch 1 on AVX-512 (x86 picks oneDNN for some shapes)
+    for engine in ("fbgemm", "x86", "onednn"):
+        if engine in torch.backends.quantized.supported_engines:
+            return engine
+    raise CheckpointError("torch has no CPU quantized engine (fbgemm/x86/onednn); use --quant none")
+
+
+@contextlib.contextmanager
+def _quantized_engine(engine: str) -> Iterator[None]:
+    previous = torch.backends.quantized.engine
+    torch.backends.quantized.engine = engine
+    try:
+        yield
+    finally:
+        torch.backends.quantized.engine = previous
+
+
+def _prepack(q: Tensor, scale: Tensor) -> object:
+    """fbgemm's packed int8 weight (the quantized-tensor API is deprecated but is what
+    torch's dynamic Linear itself uses; its warning is silenced here only)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zero_points = torch.zeros(scale.shape[0], dtype=torch.int64)
+        qweight = torch._make_per_channel_quantized_tensor(q, scale.double(), zero_points, 0)
+        with _quantized_engine(_best_engine()):
+            return torch.ops.quantized.linear_prepack(qweight, None)
+
+
+class Int8Linear(FusedLinear):
+    """Bias-free linears sharing one input, stored as one int8 matrix.
+
+    CPU: fbgemm dynamic int8 (int8 x uint8 -> int32 -> float). Other devices:
+    weight-only int8, dequantized on the fly into the activation dtype (correct
+    and 4x smaller in memory, not tuned for speed).
+    """
+
+    def __init__(self, weights: list[Tensor]) -> None:  # noqa: D107 - FusedLinear's contract
+        self.out_sizes = [w.shape[0] for w in weights]
+        fused = torch.cat([w.detach() for w in weights], dim=0)  # (sum out, in)
+        q, scale = quantize_per_channel(fused)
+        self.num_bytes = q.numel() * q.element_size() + scale.numel() * scale.element_size()
+        self.is_onednn = False
+        self.packed = _prepack(q, scale) if can_use_dynamic_int8(fused.device) else None
+        # the packed form is self-contained; keep the plain int8 copy only for the fallback
+        self.weight = q if self.packed is None else torch.empty(0, dtype=torch.int8)
+        self.scale = scale
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if self.packed is not None:
+            y = torch.ops.quantized.linear_dynamic(x.float(), self.packed, REDUCE_RANGE)
+            return y if x.dtype == torch.float32 else y.to(x.dtype)
+        return F.linear(x, dequantize(self.weight, self.scale, x.dtype))
+
+
+class Int8Placeholder(nn.Module):
+    """Stands where a float ``nn.Linear`` was; its rows live in the parent's :class:`Int8Linear`."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        # int8 rows plus one float32 scale per row
+        self.num_bytes = self.out_features * self.in_features + 4 * self.out_features
+
+    def forward(self, x: Tensor) -> Tensor:
+        raise CheckpointError(
+            "this GPT was quantized to int8 at load time and its fused int8 weights were dropped "
+            "(by .to() or load_state_dict); load the model again with the device, dtype and quant you want"
+        )
+
+
+def _take(parent: nn.Module, names: list[str]) -> Int8Linear:
+    """Quantize ``parent.<names>`` into one fused int8 matmul and leave placeholders behind."""
+    linears = [getattr(parent, name) for name in names]
+    fused = Int8Linear([linear.weight for linear in linears])
+    for name, linear in zip(names, linears, strict=True):
+        setattr(parent, name, Int8Placeholder(linear))
+    return fused
+
+
+def quantize_gpt(modules: ChatTTSModules, mode: str) -> None:
+    """Replace the GPT's and the heads' linears by int8 matmuls, in place.
+
+    Call it once, after the modules are on their device (the loader does).
+
+    Args:
+        modules: the loaded modules; only ``gpt`` and ``embed`` change.
+        mode: ``"int8"``.
+
+    Raises:
+        CheckpointError: an unknown mode, or no quantized engine in this torch build.
+    """
+    if mode != "int8":
+        raise CheckpointError(f"--quant must be none or int8, not {mode!r}")
+    for layer in modules.gpt.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        attn._qkv = _take(attn, ["q_proj", "k_proj", "v_proj"])
+        attn._o = _take(attn, ["o_proj"])
+        mlp._gate_up = _take(mlp, ["gate_proj", "up_proj"])
+        mlp._down = _take(mlp, ["down_proj"])
+        attn.is_fused = mlp.is_fused = True
+    embed = modules.embed
+    heads = list(embed.head_code)
+    embed._code_heads = Int8Linear([head.weight for head in heads])  # type: ignore[union-attr]
+    for index, head in enumerate(heads):
+        embed.head_code[index] = Int8Placeholder(head)  # type: ignore[arg-type]
+    embed._text_head = _take(embed, ["head_text"])
+    embed.is_fused = True
+
+
+def is_quantized(module: nn.Module) -> bool:
+    return any(isinstance(m, Int8Placeholder) for m in module.modules())
+
+
+def stored_weight_bytes(module: nn.Module) -> int:
+    """Bytes of ``module``'s weights as stored: float parameters at their dtype,
+    int8-quantized linears as int8 rows plus their scales."""
+    params = sum(p.numel() * p.element_size() for p in module.parameters())
+    return params + sum(m.num_bytes for m in module.modules() if isinstance(m, Int8Placeholder))
