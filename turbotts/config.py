@@ -177,6 +177,11 @@ def model_config_from_dict(root: dict[str, Any] | None, gpt_json: dict[str, Any]
 class StreamingConfig:
     """When audio leaves the engine, in code frames (1 frame = 512 samples = 21.3 ms).
 
+    After the first chunk, chunks double from ``chunk_frames`` up to
+    ``max_chunk_frames``: early chunks keep latency low, later (larger) ones cut
+    the share of frames decoded twice as context, which is what the vocoder
+    costs on a CPU under load.
+
     A chunk is decoded with ``left_context_frames`` of already-emitted frames in
     front (so its start matches a one-shot decode) and holds back the last
     ``lookahead_frames`` (whose audio still depends on frames not generated yet),
@@ -190,12 +195,15 @@ class StreamingConfig:
 
     first_chunk_frames: int = 8
     chunk_frames: int = 24
+    max_chunk_frames: int = 96
     left_context_frames: int = 16
     lookahead_frames: int = 12
 
     def __post_init__(self) -> None:
         if self.first_chunk_frames < 1 or self.chunk_frames < 1:
             raise ValueError("chunk sizes must be at least one frame")
+        if self.max_chunk_frames < self.chunk_frames:
+            raise ValueError("max_chunk_frames must be at least chunk_frames")
         if self.left_context_frames < 0 or self.lookahead_frames < 0:
             raise ValueError("context and lookahead cannot be negative")
 

@@ -75,7 +75,7 @@ def test_different_seeds_give_different_codes() -> None:
 @pytest.mark.parametrize(("left", "lookahead", "tolerance"), [(8, 8, 5e-3), (24, 24, 1e-5)])
 def test_streamed_chunks_concatenate_to_the_one_shot_decode(left: int, lookahead: int, tolerance: float) -> None:
     streaming = StreamingConfig(
-        first_chunk_frames=4, chunk_frames=8, left_context_frames=left, lookahead_frames=lookahead
+        first_chunk_frames=4, chunk_frames=8, max_chunk_frames=8, left_context_frames=left, lookahead_frames=lookahead
     )
     params = SynthesisParams(code=SamplingParams(max_new_tokens=70, ignore_eos=True), refine_text=False, seed=5)
     streamed_core = EngineCore(model(), EngineConfig(streaming=streaming))
@@ -89,6 +89,17 @@ def test_streamed_chunks_concatenate_to_the_one_shot_decode(left: int, lookahead
     joined = np.concatenate([c.audio for c in chunks])
     assert len(joined) == len(one_shot[0].audio) == 512 * 70 - 256
     assert float(np.abs(joined - one_shot[0].audio).max()) <= tolerance
+
+
+def test_chunks_grow_from_chunk_frames_to_max_chunk_frames() -> None:
+    streaming = StreamingConfig(
+        first_chunk_frames=2, chunk_frames=4, max_chunk_frames=16, left_context_frames=4, lookahead_frames=2
+    )
+    core = EngineCore(model(), EngineConfig(streaming=streaming))
+    params = SynthesisParams(code=SamplingParams(max_new_tokens=60, ignore_eos=True), refine_text=False, seed=5)
+    core.add_request("s", TEXTS[0], params, stream=True)
+    sizes = [len(c.audio) // 512 for c in run_all(core)["s"] if len(c.audio)]
+    assert sizes[:5] == [2, 4, 8, 16, 16]
 
 
 def test_first_chunk_arrives_after_first_chunk_plus_lookahead_frames() -> None:

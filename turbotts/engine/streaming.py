@@ -40,6 +40,7 @@ class AudioStream:
         self._frames: list[torch.Tensor] = []
         self._codes: list[list[int]] = []
         self.num_emitted_samples = 0
+        self.num_chunks = 0
         self.is_complete = False
 
     @property
@@ -72,7 +73,7 @@ class AudioStream:
             if not self.is_streaming:
                 return None
             stable_frames = self.num_frames - self.config.lookahead_frames
-            due = self.config.first_chunk_frames if self.num_emitted_samples == 0 else self.config.chunk_frames
+            due = self._frames_due()
             if stable_frames - emitted_frames < due:
                 return None
             end_sample = min(SAMPLES_PER_FRAME * stable_frames, SAMPLES_PER_FRAME * self.num_frames - HALF_FRAME)
@@ -87,5 +88,13 @@ class AudioStream:
             keep_to=end_sample - offset,
         )
 
+    def _frames_due(self) -> int:
+        """First chunk, then chunk_frames doubling up to max_chunk_frames."""
+        if self.num_chunks == 0:
+            return self.config.first_chunk_frames
+        grown = self.config.chunk_frames * 2 ** (self.num_chunks - 1)
+        return min(grown, self.config.max_chunk_frames)
+
     def mark_emitted(self, window: DecodeWindow) -> None:
         self.num_emitted_samples += window.keep_to - window.keep_from
+        self.num_chunks += 1
