@@ -1,0 +1,125 @@
+"""``turbotts quality check``: has the audio of a fixed synthesis moved from a stored baseline?
+
+The check synthesizes a fixed set of sentences with greedy decoding, a fixed
+voice seed and refine off, so the same model and code give the same audio. It
+computes each sentence's MCD against the baseline's stored mel cepstra (the
+baseline's own MCD is 0 dB) and fails (exit 1) when the mean MCD exceeds
+``--threshold-db``. It is a regression check at fixed settings: a greedy run
+of another precision may take a different code path early and then diverge as a
+whole, so compare precisions with ``turbotts quant-sweep`` instead.
+
+Exit codes: 0 pass, 1 MCD above threshold, 2 bad input (no baseline file, a
+baseline for other sentences).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+from turbotts.quality.mcd import mcd_from_cepstra, mel_cepstrum
+
+quality_app = typer.Typer(no_args_is_help=True, help="Audio quality checks.")
+
+SENTENCES = (
+    "The quick brown fox jumps over the lazy dog.",
+    "今天天气很好，我们一起去公园散步吧。",
+    "Please call me back at five thirty tomorrow.",
+)
+VOICE_SEED = 7
+SAMPLING_SEED = 1234
+FAILED = 1
+USAGE_ERROR = 2
+
+
+def synthesize_fixed(model: Any, max_new_tokens: int) -> list[np.ndarray]:
+    """The check's deterministic synthesis: greedy, fixed voice and seed, no refine."""
+    from turbotts.api import TTS
+    from turbotts.params import SamplingParams, SynthesisParams
+
+    params = SynthesisParams(
+        code=SamplingParams(greedy=True, max_new_tokens=max_new_tokens),
+        voice_seed=VOICE_SEED,
+        seed=SAMPLING_SEED,
+        refine_text=False,
+    )
+    return TTS(model).synthesize(list(SENTENCES), params)
+
+
+def write_baseline(path: Path, cepstra: list[np.ndarray], metadata: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {f"cepstra_{i}": c for i, c in enumerate(cepstra)}
+    with path.open("wb") as f:  # a file object: np.savez would append .npz to a bare name
+        np.savez_compressed(f, metadata=np.array(json.dumps(metadata)), **arrays)
+
+
+def read_baseline(path: Path) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """Cepstra and metadata of a baseline file.
+
+    Raises:
+        typer.Exit: (code 2) the file is missing or not a baseline.
+    """
+    if not path.is_file():
+        typer.secho(
+            f"error: baseline {path} does not exist; create it with --write-baseline", err=True, fg=typer.colors.RED
+        )
+        raise typer.Exit(USAGE_ERROR)
+    try:
+        with np.load(path) as data:
+            metadata = json.loads(str(data["metadata"]))
+            cepstra = [data[f"cepstra_{i}"] for i in range(len(metadata["sentences"]))]
+    except (OSError, ValueError, KeyError) as exc:
+        typer.secho(f"error: {path} is not a quality baseline ({exc}); write it again", err=True, fg=typer.colors.RED)
+        raise typer.Exit(USAGE_ERROR) from exc
+    return cepstra, metadata
+
+
+@quality_app.command("check")
+def quality_check(
+    baseline: Annotated[Path, typer.Option("--baseline", help="Baseline .npz (mel cepstra + metadata).")],
+    write: Annotated[bool, typer.Option("--write-baseline", help="Create or replace the baseline.")] = False,
+    checkpoint: Annotated[Path | None, typer.Option("--checkpoint", help="Checkpoint directory.")] = None,
+    load_format: Annotated[str, typer.Option("--load-format", help="auto or dummy.")] = "auto",
+    dummy_size: Annotated[str, typer.Option("--dummy-size", help="tiny or full.")] = "tiny",
+    device: Annotated[str, typer.Option("--device")] = "cpu",
+    dtype: Annotated[str, typer.Option("--dtype", help="fp32, bf16 or fp16.")] = "fp32",
+    quant: Annotated[str, typer.Option("--quant", help="none or int8.")] = "none",
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1)] = 256,
+    threshold_db: Annotated[float, typer.Option("--threshold-db", help="Largest mean MCD that passes.")] = 0.2,
+) -> None:
+    """Synthesize fixed sentences and fail (exit 1) if their mean MCD to the baseline exceeds the threshold."""
+    from turbotts.model.loader import ModelSource, load_model
+
+    stored: list[np.ndarray] = []
+    meta: dict[str, Any] = {}
+    if not write:
+        stored, meta = read_baseline(baseline)  # fail on a bad baseline before loading weights
+        if tuple(meta["sentences"]) != SENTENCES:
+            typer.secho(f"error: {baseline} was made for other sentences; write it again", err=True, fg="red")
+            raise typer.Exit(USAGE_ERROR)
+    source = ModelSource(checkpoint=checkpoint, load_format=load_format, dummy_size=dummy_size)
+    model = load_model(source, device=device, dtype=dtype, quant=quant)
+    cepstra = [mel_cepstrum(wav, model.sample_rate_hz) for wav in synthesize_fixed(model, max_new_tokens)]
+    settings = {"dtype": dtype, "quant": quant, "device": device, "max_new_tokens": max_new_tokens}
+    if write:
+        metadata = {"fingerprint": model.fingerprint, "is_dummy": model.is_dummy, "sentences": list(SENTENCES),
+                    "voice_seed": VOICE_SEED, "seed": SAMPLING_SEED, "greedy": True, "refine_text": False,
+                    "sample_rate_hz": model.sample_rate_hz, "settings": settings}
+        write_baseline(baseline, cepstra, metadata)
+        typer.echo(f"wrote baseline {baseline} ({len(cepstra)} sentences, model {model.fingerprint})")
+        return
+    if meta.get("fingerprint") != model.fingerprint:
+        typer.secho(f"warning: the baseline was made from other weights ({meta.get('fingerprint')})", err=True)
+    mcds = [mcd_from_cepstra(ref, new) for ref, new in zip(stored, cepstra, strict=True)]
+    for sentence, ref, new, value in zip(SENTENCES, stored, cepstra, mcds, strict=True):
+        frames = f"{len(new)} frames" + ("" if len(ref) == len(new) else f" (baseline {len(ref)})")
+        typer.echo(f"{value:8.3f} dB  {frames}  {sentence}")
+    mean = float(np.mean(mcds))
+    verdict = "PASS" if mean <= threshold_db else "FAIL"
+    typer.echo(f"mean MCD {mean:.3f} dB (threshold {threshold_db} dB, baseline {meta.get('settings')}): {verdict}")
+    if verdict == "FAIL":
+        raise typer.Exit(FAILED)
