@@ -117,13 +117,19 @@ class FusedLinear:
 
 
 def can_use_onednn(weight: Tensor) -> bool:
-    """oneDNN prepacking applies to float32 CPU weights when the ops are built in."""
-    return (
-        weight.device.type == "cpu"
-        and weight.dtype == torch.float32
-        and torch.backends.mkldnn.is_available()
-        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-    )
+    """oneDNN prepacking applies to CPU weights in float32, and in bfloat16/float16
+    where the CPU has native instructions for them (e.g. AVX512-BF16)."""
+    if weight.device.type != "cpu" or not torch.backends.mkldnn.is_available():
+        return False
+    if not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
+        return False
+    if weight.dtype == torch.float32:
+        return True
+    if weight.dtype == torch.bfloat16:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if weight.dtype == torch.float16:
+        return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    return False
 
 
 class Fusable(nn.Module):

@@ -52,9 +52,10 @@ def synthesize_fixed(model: Any, max_new_tokens: int) -> list[np.ndarray]:
 
 def write_baseline(path: Path, cepstra: list[np.ndarray], metadata: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {f"cepstra_{i}": c for i, c in enumerate(cepstra)}
+    arrays: dict[str, Any] = {f"cepstra_{i}": c for i, c in enumerate(cepstra)}
+    arrays["metadata"] = np.array(json.dumps(metadata))
     with path.open("wb") as f:  # a file object: np.savez would append .npz to a bare name
-        np.savez_compressed(f, metadata=np.array(json.dumps(metadata)), **arrays)
+        np.savez_compressed(f, **arrays)
 
 
 def read_baseline(path: Path) -> tuple[list[np.ndarray], dict[str, Any]]:

@@ -196,6 +196,7 @@ def _print_table(results: dict[str, dict[str, Any]]) -> None:
     for mode, r in results.items():
         table.add_row(
             mode, f"{r['weight_bytes'] / 1e6:.1f}", f"{r['step_ms_batch1']:.2f}", f"{r['step_ms_batch16']:.2f}",
-            f"{r['code_agreement']:.4f}", f"{r['kl']:.2e}", f"{r['mcd_db']:.3f}", f"{r['rss_after_load_bytes'] / 1e6:.0f}",
+            f"{r['code_agreement']:.4f}", f"{r['kl']:.2e}", f"{r['mcd_db']:.3f}",
+            f"{r['rss_after_load_bytes'] / 1e6:.0f}",
         )
     Console(stderr=True).print(table)
