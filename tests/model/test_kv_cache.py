@@ -19,7 +19,7 @@ from turbotts.model.layers import RotaryEmbedding, rotate_half
 ASSET = FIXTURE_DIR / "asset"
 ATOL = 1e-5
 PROMPT_LEN = 16
-STRATEGIES = [DecodeStrategy.PER_SLOT, DecodeStrategy.GATHER]
+STRATEGIES = [DecodeStrategy.PER_SLOT, DecodeStrategy.GATHER, DecodeStrategy.SLOT_RANGE, DecodeStrategy.AUTO]
 
 
 def tiny_config() -> GPTConfig:

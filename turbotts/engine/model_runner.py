@@ -73,7 +73,7 @@ class ModelRunner:
         self.spk_emb_id = model.tokenizer.spk_emb_id
         self.gpt = model.modules.gpt
         self.embed = model.modules.embed
-        self.strategy = DecodeStrategy.GATHER if self.device.type == "cuda" else DecodeStrategy.PER_SLOT
+        self.strategy = DecodeStrategy.GATHER if self.device.type == "cuda" else DecodeStrategy.AUTO
         is_static = decode_mode in ("static", "graphs")
         # a static decoder pads batches with rows that write into one extra scratch slot
         self.cache = self.gpt.new_kv_cache(layout.num_slots + int(is_static), layout.max_seq_len)

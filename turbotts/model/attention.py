@@ -112,13 +112,25 @@ class DecodeStrategy(enum.Enum):
     """How a decode step reads the cache.
 
     PER_SLOT: attend over each slot's contiguous cache view in place, one SDPA per
-    row (no copy; fastest on CPU). GATHER: copy cache[slot_ids, :, :max_len] into a
-    padded batch and run one masked SDPA (one kernel, shapes that depend only on
-    B and the padded length, which suits GPUs and CUDA graphs).
+    row (no copy, but one kernel call per row and layer). GATHER: copy
+    cache[slot_ids, :, :max_len] into a padded batch and run one masked SDPA (shapes
+    that depend only on B and the padded length, which suits GPUs and CUDA
+    graphs). SLOT_RANGE: one masked SDPA over the cache view of the slot range the
+    batch occupies (no copy, one call; slots are handed out lowest first, so the
+    running set is nearly contiguous). AUTO: SLOT_RANGE while the range is compact,
+    else PER_SLOT (the CPU default).
     """
 
     PER_SLOT = "per_slot"
     GATHER = "gather"
+    SLOT_RANGE = "slot_range"
+    AUTO = "auto"
+
+
+#: SLOT_RANGE attends over the view cache[lo:hi + 1, :, :max_len] (no copy) in one
+#: masked SDPA; holes in the range cost wasted reads, so AUTO uses it while the
+#: range is at most this many times the batch, and PER_SLOT otherwise.
+MAX_RANGE_PER_ROW = 2.0
 
 
 @dataclass(frozen=True)
@@ -133,8 +145,9 @@ class DecodeMetadata:
     cache_lens: tuple[int, ...]
     slot_index: Tensor  # (B,) int64
     write_index: Tensor  # (B,) int64, = cache_lens
-    key_mask: Tensor | None  # (B, 1, 1, max_len + 1) bool, GATHER only
+    key_mask: Tensor | None  # GATHER: (B, 1, 1, max_len + 1); SLOT_RANGE: (hi - lo + 1, 1, 1, max_len + 1)
     strategy: DecodeStrategy
+    slot_lo: int = 0  # SLOT_RANGE: first slot of the range
 
     @classmethod
     def build(
@@ -150,12 +163,23 @@ class DecodeMetadata:
         if len(set(slots)) != len(slots):
             raise EngineError("a decode batch lists the same KV slot twice; each sequence needs its own slot")
         lens_t = torch.tensor(lens, dtype=torch.int64, device=device)
-        key_mask = None
+        slots_t = torch.tensor(slots, dtype=torch.int64, device=device)
+        num_keys = max(lens) + 1
+        positions = torch.arange(num_keys, device=device)
+        if strategy is DecodeStrategy.AUTO:
+            span = max(slots) - min(slots) + 1
+            strategy = DecodeStrategy.SLOT_RANGE if span <= MAX_RANGE_PER_ROW * len(slots) else DecodeStrategy.PER_SLOT
         if strategy is DecodeStrategy.GATHER:
-            num_keys = max(lens) + 1
-            positions = torch.arange(num_keys, device=device)
             key_mask = (positions[None, :] <= lens_t[:, None])[:, None, None, :]  # (B, 1, 1, num_keys)
-        return cls(slots, lens, torch.tensor(slots, dtype=torch.int64, device=device), lens_t, key_mask, strategy)
+            return cls(slots, lens, slots_t, lens_t, key_mask, strategy)
+        if strategy is DecodeStrategy.SLOT_RANGE:
+            lo = min(slots)
+            # rows of the range that no sequence of this batch owns see only key 0 (never NaN)
+            range_lens = torch.zeros(max(slots) - lo + 1, dtype=torch.int64, device=device)
+            range_lens[slots_t - lo] = lens_t
+            key_mask = (positions[None, :] <= range_lens[:, None])[:, None, None, :]  # (span, 1, 1, num_keys)
+            return cls(slots, lens, slots_t, lens_t, key_mask, strategy, slot_lo=lo)
+        return cls(slots, lens, slots_t, lens_t, None, strategy)
 
 
 AttentionMetadata = DenseMetadata | PrefillMetadata | DecodeMetadata
@@ -254,6 +278,16 @@ class Attention(Fusable):
         # one scatter for the whole batch: (B, kvh, d) into cache[slot_i, :, len_i]
         k_cache[meta.slot_index, :, meta.write_index] = k[:, :, 0]
         v_cache[meta.slot_index, :, meta.write_index] = v[:, :, 0]
+        if meta.strategy is DecodeStrategy.SLOT_RANGE:
+            assert meta.key_mask is not None  # built with the strategy
+            span, num_keys = meta.key_mask.shape[0], meta.key_mask.shape[-1]
+            lo = meta.slot_lo
+            keys = k_cache[lo : lo + span, :, :num_keys]  # (span, kvh, num_keys, d) view, no copy
+            values = v_cache[lo : lo + span, :, :num_keys]
+            rows = meta.slot_index - lo
+            q_range = q.new_zeros(span, *q.shape[1:])  # (span, h, 1, d)
+            q_range[rows] = q
+            return self._sdpa(q_range, keys, values, mask=meta.key_mask)[rows]  # (B, h, 1, d)
         if meta.key_mask is not None:  # DecodeStrategy.GATHER
             num_keys = meta.key_mask.shape[-1]
             keys = k_cache[meta.slot_index, :, :num_keys]  # (B, kvh, num_keys, d) copy
