@@ -284,10 +284,10 @@ class Attention(Fusable):
             lo = meta.slot_lo
             keys = k_cache[lo : lo + span, :, :num_keys]  # (span, kvh, num_keys, d) view, no copy
             values = v_cache[lo : lo + span, :, :num_keys]
-            rows = meta.slot_index - lo
+            range_rows = meta.slot_index - lo
             q_range = q.new_zeros(span, *q.shape[1:])  # (span, h, 1, d)
-            q_range[rows] = q
-            return self._sdpa(q_range, keys, values, mask=meta.key_mask)[rows]  # (B, h, 1, d)
+            q_range[range_rows] = q
+            return self._sdpa(q_range, keys, values, mask=meta.key_mask)[range_rows]  # (B, h, 1, d)
         if meta.key_mask is not None:  # DecodeStrategy.GATHER
             num_keys = meta.key_mask.shape[-1]
             keys = k_cache[meta.slot_index, :, :num_keys]  # (B, kvh, num_keys, d) copy
