@@ -230,6 +230,28 @@ def serve(
     config: Annotated[
         Path | None, typer.Option("--config", help="YAML, JSON or TOML settings file (keys as TURBOTTS_* names).")
     ] = None,
+    redis_url: Annotated[
+        str | None, typer.Option("--redis-url", help="Redis for the shared L2 cache and rate limits (default: none).")
+    ] = None,
+    rate_limit_rps: Annotated[
+        float | None, typer.Option("--rate-limit-rps", help="Requests per second per client IP and API key; 0 = off.")
+    ] = None,
+    rate_limit_burst: Annotated[int | None, typer.Option("--rate-limit-burst", help="Token bucket size.")] = None,
+    api_key_file: Annotated[
+        Path | None, typer.Option("--api-key-file", help="Bearer keys, one per line (also TURBOTTS_API_KEYS).")
+    ] = None,
+    blocklist: Annotated[
+        Path | None, typer.Option("--blocklist", help="Blocked terms, one per line; SIGHUP reloads it.")
+    ] = None,
+    no_watermark: Annotated[bool, typer.Option("--no-watermark", help="Do not watermark synthesized audio.")] = False,
+    cache_max_bytes: Annotated[int | None, typer.Option("--cache-max-bytes", help="L1 cache budget; 0 = off.")] = None,
+    degrade_mode: Annotated[
+        str | None, typer.Option("--degrade-mode", help="When the TTFA SLO breaks: off, shed or fallback.")
+    ] = None,
+    fallback_clip: Annotated[
+        Path | None, typer.Option("--fallback-clip", help="Audio file answered in --degrade-mode fallback.")
+    ] = None,
+    log_format: Annotated[str | None, typer.Option("--log-format", help="json (default) or text.")] = None,
 ) -> None:
     """Serve the OpenAI-compatible speech API (flags > TURBOTTS_* environment > --config file > defaults)."""
     import uvicorn
@@ -241,14 +263,17 @@ def serve(
 
     flags: dict[str, Any] = {
         "checkpoint": checkpoint, "load_format": load_format, "dummy_size": dummy_size, "device": device,
-        "dtype": dtype, "host": host, "port": port, "config_file": config,
+        "dtype": dtype, "host": host, "port": port, "config_file": config, "redis_url": redis_url,
+        "rate_limit_rps": rate_limit_rps, "rate_limit_burst": rate_limit_burst, "api_key_file": api_key_file,
+        "blocklist": blocklist, "watermark": False if no_watermark else None, "cache_max_bytes": cache_max_bytes,
+        "degrade_mode": degrade_mode, "fallback_clip": fallback_clip, "log_format": log_format,
     }  # fmt: skip
     try:
         settings = ServerSettings(**{k: v for k, v in flags.items() if v is not None})
     except ValidationError as exc:
         first = exc.errors()[0]
         raise fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from exc
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     server_app = create_app(settings)
     server = uvicorn.Server(
         uvicorn.Config(
@@ -258,6 +283,7 @@ def serve(
             lifespan="on",
             ws="websockets-sansio",
             log_level=settings.log_level,
+            log_config=None,  # uvicorn's records go to our (redacted, request-id) root handlers
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
         )
     )

@@ -14,6 +14,7 @@ import httpx
 import pytest
 import uvicorn
 
+from tests.conftest_redis import redis_server  # noqa: F401 - a real redis-server for the guard tests
 from turbotts.server.app import create_app
 from turbotts.server.settings import ServerSettings
 
@@ -31,6 +32,7 @@ def running_server(tmp_dir: Path, **overrides: Any) -> Iterator[tuple[str, uvico
         "max_new_tokens": MAX_NEW_TOKENS,
         "shutdown_grace_s": 5.0,
         "kv_budget_bytes": 64 * 2**20,
+        "rate_limit_rps": 0.0,  # every test client is 127.0.0.1: tests that limit rates set their own
         **overrides,
     }
     settings = ServerSettings(**values)

@@ -9,22 +9,25 @@ torn down when it stops (stop accepting -> finish in-flight work within
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI
 
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.engine.core import EngineCore
-from turbotts.guard.apikeys import APIKeyStore, parse_key_file, parse_key_list
+from turbotts.errors import TurboTTSError
+from turbotts.guard.apikeys import APIKeyStore
 from turbotts.model.loader import load_model
 from turbotts.server.context import install_log_filter
 from turbotts.server.errors import install_error_handlers
+from turbotts.server.guards import Guards, build_guards, watch_pressure
 from turbotts.server.metrics import Metrics
 from turbotts.server.middleware import RequestContextMiddleware
-from turbotts.server.routes import health, speech, voices, ws
+from turbotts.server.routes import admin, health, speech, voices, ws
 from turbotts.server.service import SpeechService
 from turbotts.server.settings import ServerSettings
 from turbotts.server.voices import VoiceStore
@@ -33,10 +36,27 @@ logger = logging.getLogger(__name__)
 
 
 def _api_keys(settings: ServerSettings) -> APIKeyStore:
-    keys = parse_key_list(settings.api_keys)
-    if settings.api_key_file is not None:
-        keys += parse_key_file(Path(settings.api_key_file).expanduser().read_text(encoding="utf-8"))
-    return APIKeyStore(keys)
+    """Keys from ``api_key_file`` and ``api_keys`` (TURBOTTS_API_KEYS), kept only as SHA-256 hashes."""
+    path = settings.api_key_file.expanduser() if settings.api_key_file is not None else None
+    return APIKeyStore.load(path, env_var="api_keys", environ={"api_keys": settings.api_keys})
+
+
+def _reload_on_sighup(guards: Guards) -> bool:
+    """SIGHUP reloads the blocklist; only possible in the main thread (not in tests' in-thread servers)."""
+    if guards.content_filter is None:
+        return False
+
+    def reload() -> None:
+        try:
+            guards.reload_blocklist()
+        except TurboTTSError as exc:
+            logger.error("blocklist reload failed, keeping the old list: %s", exc)
+
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
+    except (ValueError, RuntimeError, NotImplementedError, AttributeError):
+        return False
+    return True
 
 
 @asynccontextmanager
@@ -50,19 +70,39 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     except Exception as exc:
         app.state.startup_error = exc  # `turbotts serve` prints it and exits 2
         raise
+    try:
+        api_keys = _api_keys(settings)
+        guards = build_guards(settings, model.fingerprint, model.sample_rate_hz, app.state.metrics)
+    except TurboTTSError as exc:
+        app.state.startup_error = exc
+        raise
     engine = AsyncEngine(EngineCore(model, settings.engine_config()))
     store = VoiceStore(settings.voices_db)
     app.state.engine = engine
-    app.state.api_keys = _api_keys(settings)
-    app.state.service = SpeechService(engine, store, settings, app.state.metrics)
+    app.state.api_keys = api_keys
+    app.state.guards = guards
+    app.state.service = SpeechService(engine, store, settings, app.state.metrics, guards)
     app.state.is_draining = False
-    logger.info("ready: %s model, %d KV slots", "dummy" if model.is_dummy else "real", engine.stats.num_free_slots)
+    watcher = asyncio.create_task(watch_pressure(guards.admission, engine, settings.device))
+    has_sighup = _reload_on_sighup(guards)
+    logger.info(
+        "ready: %s model, %d KV slots, auth %s, redis %s, watermark %s, blocklist %s",
+        "dummy" if model.is_dummy else "real", engine.stats.num_free_slots, "on" if api_keys.is_enabled else "off",
+        "on" if guards.redis is not None else "off", "on" if guards.watermark_key else "off",
+        ("on (SIGHUP reloads)" if has_sighup else "on") if guards.content_filter else "off",
+    )  # fmt: skip
     try:
         yield
     finally:
         app.state.is_draining = True
         logger.info("shutting down: finishing in-flight work for up to %.1f s", settings.shutdown_grace_s)
         await engine.shutdown(settings.shutdown_grace_s)
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        if has_sighup:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+        await guards.close()
         store.close()
 
 
@@ -79,6 +119,6 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     app.state.startup_error = None
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware)
-    for module in (speech, voices, ws, health):
+    for module in (speech, voices, ws, health, admin):
         app.include_router(module.router)
     return app

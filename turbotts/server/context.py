@@ -6,6 +6,9 @@ import logging
 import re
 import uuid
 from contextvars import ContextVar
+from typing import IO
+
+from turbotts.guard.redact import JsonFormatter, RedactionFilter
 
 request_id_var: ContextVar[str] = ContextVar("turbotts_request_id", default="-")
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -28,21 +31,34 @@ class RequestIdFilter(logging.Filter):
 
 
 def install_log_filter() -> None:
+    """Every root handler gets the request id and the redaction filter (request text never reaches a log)."""
     handler_filter = RequestIdFilter()
+    redaction = RedactionFilter()
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RequestIdFilter) for f in handler.filters):
             handler.addFilter(handler_filter)
+        if not any(isinstance(f, RedactionFilter) for f in handler.filters):
+            handler.addFilter(redaction)
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"
 
 
-def configure_logging(level: str = "info") -> None:
-    """Root handlers print the request id of every line (``-`` outside a request)."""
+def configure_logging(level: str = "info", log_format: str = "text", stream: IO[str] | None = None) -> None:
+    """Root handlers print the request id of every line (``-`` outside a request).
+
+    ``json``: one redacted JSON object per line (:class:`turbotts.guard.redact.JsonFormatter`),
+    the production format; ``text``: the plain format above. ``stream`` replaces the
+    root handlers with one writing there (default: keep them, or stderr).
+    """
     root = logging.getLogger()
+    if stream is not None:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        root.addHandler(logging.StreamHandler(stream))
     if not root.handlers:
         logging.basicConfig()
     root.setLevel(level.upper())
     install_log_filter()
     for handler in root.handlers:
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(LOG_FORMAT))

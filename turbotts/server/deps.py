@@ -11,6 +11,7 @@ from turbotts.engine.async_engine import AsyncEngine
 from turbotts.guard.apikeys import APIKeyStore, bearer_token
 from turbotts.server.context import request_id_var
 from turbotts.server.exceptions import AuthenticationError
+from turbotts.server.guards import Guards
 from turbotts.server.metrics import Metrics
 from turbotts.server.service import SpeechService
 from turbotts.server.settings import ServerSettings
@@ -36,6 +37,11 @@ def get_metrics(connection: HTTPConnection) -> Metrics:
     return metrics
 
 
+def get_guards(connection: HTTPConnection) -> Guards:
+    guards: Guards = connection.app.state.guards
+    return guards
+
+
 def get_request_id() -> str:
     return request_id_var.get()
 
@@ -55,9 +61,29 @@ def require_api_key(connection: HTTPConnection) -> str | None:
     return key
 
 
+async def check_rate_limit(connection: HTTPConnection, key_id: str | None) -> None:
+    """Raises: RateLimitedError (429) when the client's address or API key is over its limit."""
+    guards: Guards = connection.app.state.guards
+    client_ip = connection.client.host if connection.client is not None else None
+    await guards.rate_limits.check(client_ip, key_id)
+
+
+async def require_access(connection: HTTPConnection) -> str | None:
+    """Authentication, then rate limits: the key id (None when authentication is off).
+
+    Raises:
+        AuthenticationError, RateLimitedError.
+    """
+    key_id = require_api_key(connection)
+    await check_rate_limit(connection, key_id)
+    return key_id
+
+
 SettingsDep = Annotated[ServerSettings, Depends(get_settings)]
 EngineDep = Annotated[AsyncEngine, Depends(get_engine)]
 ServiceDep = Annotated[SpeechService, Depends(get_service)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 RequestIdDep = Annotated[str, Depends(get_request_id)]
+GuardsDep = Annotated[Guards, Depends(get_guards)]
 ApiKeyDep = Annotated[str | None, Depends(require_api_key)]
+AccessDep = Annotated[str | None, Depends(require_access)]  # authenticated and within the rate limits

@@ -10,6 +10,7 @@ an HTML page or a bare 500 for its own mistakes.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,9 +19,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from turbotts.errors import EngineError, InvalidInputError, QueueFullError, TurboTTSError
+from turbotts.guard.content_filter import ContentFilteredError
 from turbotts.server.exceptions import (
     AuthenticationError,
     InputTooLongError,
+    OverloadedError,
+    RateLimitedError,
     UnknownModelError,
     VoiceExistsError,
     VoiceNotFoundError,
@@ -34,8 +38,11 @@ _MAPPING: tuple[tuple[type[BaseException], int, str, str], ...] = (
     (UnknownModelError, 404, "invalid_request_error", "model_not_found"),
     (VoiceNotFoundError, 404, "invalid_request_error", "voice_not_found"),
     (VoiceExistsError, 409, "invalid_request_error", "voice_exists"),
+    (ContentFilteredError, 400, "invalid_request_error", "content_filtered"),
     (InvalidInputError, 400, "invalid_request_error", "invalid_input"),
     (AuthenticationError, 401, "authentication_error", "invalid_api_key"),
+    (RateLimitedError, 429, "rate_limit_error", "rate_limit_exceeded"),
+    (OverloadedError, 503, "server_error", "overloaded"),
     (QueueFullError, 503, "server_error", "overloaded"),
     (EngineError, 500, "server_error", "engine_error"),
     (TurboTTSError, 500, "server_error", "internal_error"),
@@ -63,12 +70,19 @@ def _response(status: int, body: dict[str, Any], headers: dict[str, str] | None 
 
 async def _turbotts_error(request: Request, exc: Exception) -> JSONResponse:
     status, body = describe(exc)
-    if status >= 500:
+    if status >= 500 and not isinstance(exc, OverloadedError):  # refusals are counted, not logged one by one
         logger.error("request failed: %s", exc)
-    headers = {"Retry-After": "1"} if status == 503 else None
+    headers: dict[str, str] | None = None
+    if status in (429, 503):
+        headers = {"Retry-After": retry_after_header(getattr(exc, "retry_after_s", 1.0))}
     if status == 401:
         headers = {"WWW-Authenticate": "Bearer"}
     return _response(status, body, headers)
+
+
+def retry_after_header(seconds: float) -> str:
+    """Whole seconds, rounded up, at least 1 (``Retry-After`` takes no fractions)."""
+    return str(max(1, math.ceil(seconds)))
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

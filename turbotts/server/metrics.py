@@ -6,9 +6,64 @@ the text, the voice string or the request id.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from turbotts.cache.tiered import TieredCacheStats
 from turbotts.engine.async_engine import EngineStats
+
+
+@dataclass(frozen=True)
+class GuardStats:
+    """Counters the guards keep themselves, read at scrape time."""
+
+    cache: TieredCacheStats
+    num_flights_joined: int  # requests that shared another request's synthesis
+    num_redis_outages: int
+
+
+class _GuardCollector(Collector):
+    """Exports :class:`GuardStats` (set ``source`` once the guards exist)."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], GuardStats] | None = None
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        if self.source is None:
+            return
+        stats = self.source()
+        lookups = CounterMetricFamily(
+            "turbotts_cache_lookups", "Audio cache lookups by level and result.", labels=["level", "result"]
+        )
+        for level, hits, misses in (
+            ("l1", stats.cache.num_l1_hits, stats.cache.num_l1_misses),
+            ("l2", stats.cache.num_l2_hits, stats.cache.num_l2_misses),
+        ):
+            lookups.add_metric([level, "hit"], hits)
+            lookups.add_metric([level, "miss"], misses)
+        yield lookups
+        yield CounterMetricFamily(
+            "turbotts_cache_l2_failures",
+            "L2 (Redis) calls that failed or were skipped.",
+            value=stats.cache.num_l2_failures,
+        )
+        yield CounterMetricFamily("turbotts_redis_outages", "Redis outages begun.", value=stats.num_redis_outages)
+        yield CounterMetricFamily(
+            "turbotts_singleflight_joined",
+            "Requests that shared a concurrent synthesis.",
+            value=stats.num_flights_joined,
+        )
+        yield GaugeMetricFamily(
+            "turbotts_cache_l1_bytes", "Bytes held by the L1 cache.", value=stats.cache.num_l1_bytes
+        )
+        yield GaugeMetricFamily(
+            "turbotts_cache_l1_entries", "Entries in the L1 cache.", value=stats.cache.num_l1_entries
+        )
+
 
 _LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 _RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0, 8.0)
@@ -19,12 +74,18 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.request_duration_s = Histogram(
-            "turbotts_request_duration_seconds", "Wall time of HTTP requests.", ["route", "status"],
-            buckets=_LATENCY_BUCKETS_S, registry=r,
+            "turbotts_request_duration_seconds",
+            "Wall time of HTTP requests.",
+            ["route", "status"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
         )
         self.ttfa_s = Histogram(
-            "turbotts_time_to_first_audio_seconds", "Request start to first audio bytes.", ["format"],
-            buckets=_LATENCY_BUCKETS_S, registry=r,
+            "turbotts_time_to_first_audio_seconds",
+            "Request start to first audio bytes.",
+            ["format"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
         )
         self.rtf = Histogram(
             "turbotts_real_time_factor", "Synthesis wall time / audio duration.", buckets=_RTF_BUCKETS, registry=r
@@ -37,6 +98,23 @@ class Metrics:
         self.running = Gauge("turbotts_running_sequences", "Sequences holding a KV slot.", registry=r)
         self.free_slots = Gauge("turbotts_free_kv_slots", "KV slots free.", registry=r)
         self.tokens_per_s = Gauge("turbotts_tokens_per_second", "Decoded tokens per second (5 s window).", registry=r)
+        self.engine_requests = Counter(
+            "turbotts_engine_requests_total",
+            "Segments sent to the engine (cache hits and shared flights are not).",
+            registry=r,
+        )
+        self.rate_limited = Counter(
+            "turbotts_rate_limited_total", "Requests refused by a rate limit.", ["scope"], registry=r
+        )
+        self.admission_rejections = Counter(
+            "turbotts_admission_rejections_total", "Requests refused by admission control.", ["reason"], registry=r
+        )
+        self.degraded = Counter("turbotts_degraded_responses_total", "Fallback-clip answers.", ["mode"], registry=r)
+        self.content_filtered = Counter(
+            "turbotts_content_filtered_total", "Requests refused by the blocklist.", registry=r
+        )
+        self.guards = _GuardCollector()
+        r.register(self.guards)
 
     def observe_engine(self, stats: EngineStats) -> None:
         self.queue_depth.set(stats.num_waiting)

@@ -13,6 +13,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from turbotts.guard.redact import request_id_var as log_request_id_var
 from turbotts.server.context import REQUEST_ID_HEADER, new_request_id, request_id_var
 from turbotts.server.errors import error_body
 
@@ -30,6 +31,7 @@ class RequestContextMiddleware:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         request_id = new_request_id(headers.get(REQUEST_ID_HEADER.lower()))
         token = request_id_var.set(request_id)
+        log_token = log_request_id_var.set(request_id)  # the JSON log formatter's copy
         state: Any = scope["app"].state if "app" in scope else None
         started = time.perf_counter()
         status = 500
@@ -49,6 +51,7 @@ class RequestContextMiddleware:
             await self.app(scope, receive, send_with_id)
         finally:
             request_id_var.reset(token)
+            log_request_id_var.reset(log_token)
             metrics = getattr(state, "metrics", None)
             if scope["type"] == "http" and metrics is not None and scope["path"] not in _UNMETERED:
                 route = scope.get("route")

@@ -17,6 +17,7 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -99,21 +100,54 @@ def _clean_segments(text: str, max_chars: int) -> list[str]:
     return [s for s in split_text(sanitize(text), max_chars) if is_speakable(s)]
 
 
+Emit = Callable[[np.ndarray], None]
+
+
+class SegmentSource(Protocol):
+    """Makes the audio of one segment: calls ``emit`` with its chunks in order, returns its code frames."""
+
+    async def run(self, text: str, request_id: str, emit: Emit) -> int: ...
+
+
+class EngineSource:
+    """Every segment straight from the engine, streamed chunk by chunk."""
+
+    def __init__(
+        self, engine: AsyncEngine, params: SynthesisParams, on_request: Callable[[], None] | None = None
+    ) -> None:
+        self.engine = engine
+        self.params = params
+        self._on_request = on_request  # counts engine requests (a metric)
+
+    async def run(self, text: str, request_id: str, emit: Emit) -> int:
+        if self._on_request is not None:
+            self._on_request()
+        num_frames = 0
+        outputs = self.engine.generate(text, self.params, request_id=request_id)
+        try:
+            async for output in outputs:
+                if output.audio.size:
+                    emit(output.audio)
+                if output.is_finished:
+                    num_frames = output.num_frames
+        finally:
+            aclose = getattr(outputs, "aclose", None)
+            if aclose is not None:
+                await aclose()  # at once, not at garbage collection: this aborts the engine request
+        return num_frames
+
+
 class _Segment:
     """One segment being synthesized; its audio chunks wait in a queue for the consumer."""
 
-    def __init__(self, engine: AsyncEngine, text: str, params: SynthesisParams, request_id: str) -> None:
+    def __init__(self, source: SegmentSource, text: str, request_id: str) -> None:
         self.chunks: asyncio.Queue[np.ndarray | BaseException | None] = asyncio.Queue()
         self.num_frames = 0
-        self.task = asyncio.create_task(self._run(engine, text, params, request_id))
+        self.task = asyncio.create_task(self._run(source, text, request_id))
 
-    async def _run(self, engine: AsyncEngine, text: str, params: SynthesisParams, request_id: str) -> None:
+    async def _run(self, source: SegmentSource, text: str, request_id: str) -> None:
         try:
-            async for output in engine.generate(text, params, request_id=request_id, stream=True):
-                if output.audio.size:
-                    self.chunks.put_nowait(output.audio)
-                if output.is_finished:
-                    self.num_frames = output.num_frames
+            self.num_frames = await source.run(text, request_id, self.chunks.put_nowait)
             self.chunks.put_nowait(None)
         except Exception as exc:  # noqa: BLE001 - handed to the consumer, which raises it
             self.chunks.put_nowait(exc)
@@ -132,6 +166,7 @@ class SegmentPipeline:
         stretch_rate: float = 1.0,
         sample_rate_hz: int = 24000,
         count_tokens: Callable[[str], int] | None = None,
+        source: SegmentSource | None = None,
     ) -> None:
         self.engine = engine
         self.params = params
@@ -140,6 +175,7 @@ class SegmentPipeline:
         self.stretch_rate = stretch_rate
         self.sample_rate_hz = sample_rate_hz
         self.count_tokens = count_tokens
+        self.source = source or EngineSource(engine, params)
         self.tally = SynthesisTally()
         self._ids = itertools.count()
 
@@ -212,7 +248,7 @@ class SegmentPipeline:
                 if self.count_tokens is not None:
                     self.tally.num_input_tokens += self.count_tokens(text)
                 request_id = f"{self.request_id}.{next(self._ids)}"
-                ring.put_nowait(_Segment(self.engine, text, self.params, request_id))
+                ring.put_nowait(_Segment(self.source, text, request_id))
             ring.put_nowait(_END)
         except asyncio.CancelledError:
             raise

@@ -136,3 +136,7 @@ class ErrorResponse(BaseModel):
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     detail: str | None = None
+
+
+class Reloaded(BaseModel):
+    status: Literal["reloaded"]

@@ -11,22 +11,29 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import secrets
 import time
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+import numpy as np
+
+from turbotts.cache.tiered import CacheLevel
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.errors import InvalidInputError
+from turbotts.guard.redact import describe_text
+from turbotts.guard.watermark import Payload, WatermarkStream
 from turbotts.model.speaker import decode_voice
 from turbotts.params import SamplingParams, SynthesisParams, default_refine_params
 from turbotts.server.audio_effects import speed_plan
 from turbotts.server.audio_encoding import StreamEncoder
-from turbotts.server.exceptions import InputTooLongError, UnknownModelError
+from turbotts.server.exceptions import InputTooLongError, OverloadedError, UnknownModelError
+from turbotts.server.guards import Guards
 from turbotts.server.metrics import Metrics
-from turbotts.server.pipeline import SegmentPipeline, sentences_of
+from turbotts.server.pipeline import EngineSource, SegmentPipeline, SegmentSource, SynthesisTally, sentences_of
 from turbotts.server.schemas import VOICE_NAME_PATTERN, SpeechRequest, SynthesisOptions, VoiceCreate, VoiceRef
 from turbotts.server.settings import ServerSettings
 from turbotts.server.voices import Voice, VoiceStore
@@ -37,6 +44,7 @@ KNOWN_MODELS = frozenset({"tts-1", "tts-1-hd", "gpt-4o-mini-tts", "chattts", "tu
 _REFINE_PROMPT_RE = re.compile(r"^(?:\[(?:oral|laugh|break)_\d\])+$")
 _VOICE_NAME_RE = re.compile(VOICE_NAME_PATTERN)
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,17 +55,48 @@ class SpeechPlan:
     response_format: str
     stretch_rate: float
     warnings: tuple[str, ...] = ()
+    is_deterministic: bool = False  # the client gave a seed: the audio may be cached
+
+
+class AudioSource(Protocol):
+    """Where a job's audio comes from: the segment pipeline, or the fallback clip."""
+
+    tally: SynthesisTally
+    sample_rate_hz: int
+
+    def audio(self, segments: AsyncIterable[str]) -> AsyncIterator[np.ndarray]: ...
+
+
+class ClipSource:
+    """The configured fallback clip, answered while the server is degraded."""
+
+    def __init__(self, clip: np.ndarray, sample_rate_hz: int) -> None:
+        self.clip = clip
+        self.sample_rate_hz = sample_rate_hz
+        self.tally = SynthesisTally()
+
+    async def audio(self, segments: AsyncIterable[str]) -> AsyncIterator[np.ndarray]:
+        self.tally.num_segments, self.tally.num_samples = 1, self.clip.size
+        yield self.clip
 
 
 @dataclass
 class SpeechJob:
-    """A planned synthesis and its running tally (usage and metrics)."""
+    """A planned synthesis and its running tally (usage and metrics).
+
+    ``watermark`` marks the final waveform (after joining and time-stretch) chunk by
+    chunk before it is encoded; ``on_first_audio`` gets the time to first audio.
+    """
 
     plan: SpeechPlan
-    pipeline: SegmentPipeline
+    pipeline: AudioSource
     segments: AsyncIterable[str]
     metrics: Metrics
     started_s: float = field(default_factory=time.perf_counter)
+    watermark: WatermarkStream | None = None
+    on_first_audio: Callable[[float], None] | None = None
+    cache_level: CacheLevel | None = None  # None: not cacheable (no seed)
+    is_degraded: bool = False
 
     def usage(self) -> dict[str, int]:
         tally = self.pipeline.tally
@@ -74,13 +113,14 @@ class SpeechJob:
         is_first = True
         try:
             async for pcm in self.pipeline.audio(self.segments):
-                data = encoder.encode(pcm)
+                data = encoder.encode(pcm if self.watermark is None else self.watermark.push(pcm))
                 if data:
                     if is_first:
                         is_first = False
-                        self.metrics.ttfa_s.labels(self.plan.response_format).observe(
-                            time.perf_counter() - self.started_s
-                        )
+                        ttfa_s = time.perf_counter() - self.started_s
+                        self.metrics.ttfa_s.labels(self.plan.response_format).observe(ttfa_s)
+                        if self.on_first_audio is not None:
+                            self.on_first_audio(ttfa_s)
                     yield data
             tail = encoder.finish()
             if tail:
@@ -115,11 +155,14 @@ async def _iterate(items: list[str]) -> AsyncIterator[str]:
 class SpeechService:
     """Speech and voice operations over one engine and one voice store."""
 
-    def __init__(self, engine: AsyncEngine, voices: VoiceStore, settings: ServerSettings, metrics: Metrics) -> None:
+    def __init__(
+        self, engine: AsyncEngine, voices: VoiceStore, settings: ServerSettings, metrics: Metrics, guards: Guards
+    ) -> None:
         self.engine = engine
         self.voices = voices
         self.settings = settings
         self.metrics = metrics
+        self.guards = guards
         model = engine.core.model
         self.sample_rate_hz = model.sample_rate_hz
         self._hidden_size = model.config.gpt.hidden_size
@@ -128,25 +171,86 @@ class SpeechService:
 
     # -- speech ---------------------------------------------------------------------
 
-    def speech(self, request: SpeechRequest, request_id: str) -> SpeechJob:
-        """Check a ``/v1/audio/speech`` request and plan it; nothing runs yet.
+    async def speech(self, request: SpeechRequest, request_id: str) -> SpeechJob:
+        """Check a ``/v1/audio/speech`` request, admit it and plan it; no synthesis runs yet.
+
+        User errors come first (a 400 says more than a 503); then admission control, then
+        the cache lookup of a deterministic request.
 
         Raises:
-            UnknownModelError, InputTooLongError, InvalidInputError, VoiceNotFoundError.
+            UnknownModelError, InputTooLongError, InvalidInputError, VoiceNotFoundError,
+            ContentFilteredError, OverloadedError.
         """
         if request.model not in KNOWN_MODELS:
             raise UnknownModelError(
                 f"model {request.model[:100]!r} is not served here; use one of {', '.join(sorted(KNOWN_MODELS))}"
             )
         text = self.clean_input(request.input)
+        self.check_content(request.input)
+        is_degraded = self.admit()
+        plan = self.plan(request)
+        described = describe_text(request.input)
+        logger.info(
+            "speech text_sha256=%s text_len=%d format=%s seeded=%s",
+            described["text_sha256"], described["text_len"], plan.response_format, plan.is_deterministic,
+        )  # fmt: skip
+        if is_degraded and self.guards.fallback_clip is not None:
+            clip = ClipSource(self.guards.fallback_clip, self.sample_rate_hz)
+            return SpeechJob(plan, clip, _iterate([]), self.metrics, is_degraded=True)
         segments = split_text(text, self.settings.max_segment_chars)
-        return self._job(self.plan(request), _iterate(segments), request_id)
+        job = self._job(plan, _iterate(segments), request_id, watermark_key=request.input)
+        await self.look_up_cache(job, segments)
+        return job
 
     def text_stream(self, options: SynthesisOptions, pieces: AsyncIterable[str], request_id: str) -> SpeechJob:
-        """Plan a synthesis of incrementally arriving text, cut at sentence ends."""
-        return self._job(self.plan(options), sentences_of(pieces, self.settings.max_segment_chars), request_id)
+        """Plan a synthesis of incrementally arriving text, cut at sentence ends (each checked by the blocklist)."""
+        self.admit()  # a degraded server still takes streams: the fallback clip cannot answer arbitrary text
+        segments = self._checked(sentences_of(pieces, self.settings.max_segment_chars))
+        return self._job(self.plan(options), segments, request_id, watermark_key=request_id)
 
-    def _job(self, plan: SpeechPlan, segments: AsyncIterable[str], request_id: str) -> SpeechJob:
+    def admit(self) -> bool:
+        """Whether to answer degraded (the fallback clip).
+
+        Raises:
+            OverloadedError: admission control refuses new work now.
+        """
+        decision = self.guards.admission.check()
+        if not decision.is_admitted:
+            reason = decision.reason or "queue"
+            self.metrics.admission_rejections.labels(reason).inc()
+            raise OverloadedError(
+                f"the server is overloaded ({reason.replace('_', ' ')}); retry in {decision.retry_after_s:.0f} s "
+                "or on another replica",
+                reason,
+                decision.retry_after_s,
+            )
+        if decision.is_degraded:
+            self.metrics.degraded.labels("fallback").inc()
+        return decision.is_degraded
+
+    def check_content(self, text: str) -> None:
+        """Raises: ContentFilteredError (400 ``content_filtered``) when the blocklist matches."""
+        content_filter = self.guards.content_filter
+        if content_filter is not None and content_filter.check(text) is not None:
+            self.metrics.content_filtered.inc()
+            content_filter.ensure_allowed(text)
+
+    async def _checked(self, segments: AsyncIterable[str]) -> AsyncIterator[str]:
+        async for segment in segments:
+            self.check_content(segment)
+            yield segment
+
+    def _job(
+        self,
+        plan: SpeechPlan,
+        segments: AsyncIterable[str],
+        request_id: str,
+        *,
+        watermark_key: str,
+    ) -> SpeechJob:
+        source: SegmentSource = EngineSource(self.engine, plan.params, on_request=self.metrics.engine_requests.inc)
+        if plan.is_deterministic:
+            source = self.guards.audio_cache.source(source, plan.params, frozenset())
         pipeline = SegmentPipeline(
             self.engine,
             plan.params,
@@ -155,8 +259,26 @@ class SpeechService:
             stretch_rate=plan.stretch_rate,
             sample_rate_hz=self.sample_rate_hz,
             count_tokens=self._count_tokens,
+            source=source,
         )
-        return SpeechJob(plan, pipeline, segments, self.metrics)
+        guards = self.guards
+        watermark = None
+        if guards.watermark_key is not None:
+            payload = Payload.for_request(guards.watermark_key_id, watermark_key)
+            watermark = WatermarkStream(guards.watermark_key, payload)
+        return SpeechJob(
+            plan, pipeline, segments, self.metrics, watermark=watermark, on_first_audio=guards.admission.observe_ttfa
+        )
+
+    async def look_up_cache(self, job: SpeechJob, segments: list[str]) -> None:
+        """Set ``job.cache_level`` (the ``X-Cache`` header) for a deterministic job; each segment is counted once."""
+        if not job.plan.is_deterministic or not isinstance(job.pipeline, SegmentPipeline):
+            return
+        audio_cache = self.guards.audio_cache
+        keys = [audio_cache.key(segment, job.plan.params) for segment in segments]
+        job.cache_level = await audio_cache.look_up(keys)
+        inner = EngineSource(self.engine, job.plan.params, on_request=self.metrics.engine_requests.inc)
+        job.pipeline.source = audio_cache.source(inner, job.plan.params, frozenset(keys))
 
     def _count_tokens(self, text: str) -> int:
         """Text tokens of one segment as the engine will see it (usage.input_tokens)."""
@@ -207,7 +329,7 @@ class SpeechService:
             refine_prompt=refine_prompt,
             refine_text=refine_text,
         )
-        return SpeechPlan(params, options.response_format, rate, tuple(warnings))
+        return SpeechPlan(params, options.response_format, rate, tuple(warnings), options.seed is not None)
 
     def resolve_voice(self, voice: str | VoiceRef) -> tuple[str | None, int | None]:
         """``(voice string, voice seed)``: a name is looked up, anything else must be a voice string.

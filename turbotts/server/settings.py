@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     JsonConfigSettingsSource,
@@ -69,10 +69,51 @@ class ServerSettings(BaseSettings):
     api_keys: str = Field(default="", description="Comma-separated bearer keys; empty (and no file) = no auth.")
     api_key_file: Path | None = None
     shutdown_grace_s: float = Field(default=10.0, ge=0.0)
+    log_format: Literal["json", "text"] = Field(default="json", description="json: one redacted object per line.")
+
+    # production guards (README "Production guards")
+    redis_url: SecretStr | None = Field(default=None, description="Shared L2 cache and rate limits; unset = local.")
+    cache_max_bytes: int = Field(default=256 * 2**20, ge=0, description="L1 audio cache budget; 0 turns it off.")
+    cache_ttl_s: float = Field(default=3600.0, gt=0.0)
+    redis_cache_ttl_s: float = Field(default=86400.0, gt=0.0, description="L2 entries live this long, +-5 %.")
+    rate_limit_rps: float = Field(default=10.0, ge=0.0, description="Per client IP and per API key; 0 = no limit.")
+    rate_limit_burst: int = Field(default=20, ge=0)
+    blocklist: Path | None = Field(default=None, description="One blocked term per line; reload: SIGHUP or admin.")
+    watermark: bool = Field(default=True, description="Mark every synthesized waveform (--no-watermark: off).")
+    watermark_key: SecretStr | None = Field(default=None, description="32 bytes as 64 hex digits.")
+    watermark_key_id: int = Field(default=0, ge=0, le=255)
+    admission_window_s: float = Field(default=2.0, ge=0.0, description="Pressure must last this long to refuse.")
+    admission_max_waiting: int = Field(default=512, ge=0, description="0 = off.")
+    admission_min_free_slots: int = Field(default=0, ge=0, description="0 = off.")
+    admission_max_rss_bytes: int | None = Field(default=None, ge=0, description="None: 90 % of RAM; 0 = off.")
+    admission_max_device_fraction: float = Field(default=0.95, ge=0.0, le=1.0, description="0 = off.")
+    admission_retry_after_s: float = Field(default=2.0, gt=0.0)
+    ttfa_slo_s: float = Field(default=1.0, gt=0.0)
+    ttfa_max_slow_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
+    ttfa_window_s: float = Field(default=30.0, gt=0.0)
+    ttfa_min_requests: int = Field(default=20, ge=1)
+    degrade_mode: Literal["off", "shed", "fallback"] = "off"
+    fallback_clip: Path | None = Field(default=None, description="Audio file answered in degrade_mode=fallback.")
+
+    @field_validator("watermark_key")
+    @classmethod
+    def _check_watermark_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            try:
+                key = bytes.fromhex(value.get_secret_value())
+            except ValueError:
+                key = b""
+            if len(key) != 32:
+                raise ValueError("watermark_key must be 32 bytes as 64 hex digits; make one: openssl rand -hex 32")
+        return value
 
     @model_validator(mode="after")
     def _check_source(self) -> ServerSettings:
         self.model_source()  # raises CheckpointError on a contradiction (both --checkpoint and dummy)
+        if self.degrade_mode == "fallback" and self.fallback_clip is None:
+            raise InvalidInputError("degrade_mode=fallback needs fallback_clip (an audio file to answer with)")
+        if self.rate_limit_rps > 0 and self.rate_limit_burst < 1:
+            raise InvalidInputError("rate_limit_burst must be at least 1 when rate_limit_rps > 0 (0 rps turns it off)")
         return self
 
     @classmethod
@@ -109,6 +150,7 @@ class ServerSettings(BaseSettings):
 
     def summary(self) -> str:
         """One log line; key material is never printed."""
-        shown = self.model_dump(exclude={"api_keys"})
+        shown = self.model_dump(exclude={"api_keys", "watermark_key", "redis_url"})
+        shown["redis"] = self.redis_url is not None
         shown["auth"] = bool(self.api_keys or self.api_key_file)
         return " ".join(f"{k}={v}" for k, v in shown.items())

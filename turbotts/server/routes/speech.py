@@ -13,7 +13,9 @@ Beyond OpenAI's fields:
   ``max_new_tokens`` (capped by the server) tune ChatTTS; control tokens in
   ``input`` pass through.
 
-Every response streams: headers and the first bytes leave once the first audio
+Responses carry ``X-Cache: l1|l2|miss`` (requests without a seed are never cached,
+so always ``miss``), and ``X-TurboTTS-Degraded: fallback`` when admission control
+answered with the fallback clip. Every response streams: headers and the first bytes leave once the first audio
 chunk exists, and a client that disconnects aborts its engine requests.
 """
 
@@ -26,7 +28,7 @@ from fastapi import APIRouter
 
 from turbotts.errors import TurboTTSError
 from turbotts.server.audio_encoding import CONTENT_TYPES
-from turbotts.server.deps import ApiKeyDep, RequestIdDep, ServiceDep
+from turbotts.server.deps import AccessDep, RequestIdDep, ServiceDep
 from turbotts.server.errors import describe
 from turbotts.server.responses import ClosingStreamingResponse
 from turbotts.server.schemas import ErrorResponse, SpeechRequest
@@ -34,7 +36,7 @@ from turbotts.server.service import SpeechJob, prime
 
 router = APIRouter(tags=["speech"])
 _ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 422, 503)
+    code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 422, 429, 503)
 }
 
 
@@ -45,17 +47,26 @@ _ERRORS: dict[int | str, dict[str, object]] = {
     status_code=200,
 )
 async def create_speech(
-    body: SpeechRequest, service: ServiceDep, request_id: RequestIdDep, _key: ApiKeyDep
+    body: SpeechRequest, service: ServiceDep, request_id: RequestIdDep, _key: AccessDep
 ) -> ClosingStreamingResponse:
     """Synthesize ``input``; audio bytes stream as they are made (or SSE events with ``stream_format="sse"``)."""
-    job = service.speech(body, request_id)
-    headers = {"X-TurboTTS-Warning": "; ".join(job.plan.warnings)} if job.plan.warnings else None
+    job = await service.speech(body, request_id)
+    headers = _headers(job)
     if body.stream_format == "sse":
         return ClosingStreamingResponse(
             await prime(_sse_with_errors(job)), media_type="text/event-stream", headers=headers
         )
     media_type = CONTENT_TYPES[body.response_format]
     return ClosingStreamingResponse(await prime(job.encoded()), media_type=media_type, headers=headers)
+
+
+def _headers(job: SpeechJob) -> dict[str, str]:
+    headers: dict[str, str] = {"X-Cache": job.cache_level or "miss"}
+    if job.plan.warnings:
+        headers["X-TurboTTS-Warning"] = "; ".join(job.plan.warnings)
+    if job.is_degraded:
+        headers["X-TurboTTS-Degraded"] = "fallback"
+    return headers
 
 
 async def _sse_with_errors(job: SpeechJob) -> AsyncIterator[str]:

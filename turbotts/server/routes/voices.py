@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from turbotts.server.deps import ApiKeyDep, ServiceDep
+from turbotts.server.deps import AccessDep, ServiceDep
 from turbotts.server.schemas import ErrorResponse, VoiceCreate, VoiceList, VoiceOut
 from turbotts.server.voices import Voice
 
 router = APIRouter(prefix="/v1/voices", tags=["voices"])
-_ERRORS: dict[int | str, dict[str, object]] = {code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 422)}
+_ERRORS: dict[int | str, dict[str, object]] = {
+    code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 422, 429)
+}
 
 
 def _out(voice: Voice) -> VoiceOut:
@@ -23,18 +25,18 @@ def _out(voice: Voice) -> VoiceOut:
 
 
 @router.get("", response_model=VoiceList, responses=_ERRORS)
-async def list_voices(service: ServiceDep, _key: ApiKeyDep) -> VoiceList:
+async def list_voices(service: ServiceDep, _key: AccessDep) -> VoiceList:
     """Built-in (OpenAI names) and saved voices."""
     return VoiceList(data=[_out(v) for v in service.list_voices()])
 
 
 @router.post("", response_model=VoiceOut, status_code=201, responses=_ERRORS)
-async def create_voice(body: VoiceCreate, service: ServiceDep, _key: ApiKeyDep) -> VoiceOut:
+async def create_voice(body: VoiceCreate, service: ServiceDep, _key: AccessDep) -> VoiceOut:
     """Save a voice from a seed or an official voice string; it survives restarts."""
     return _out(service.create_voice(body))
 
 
 @router.delete("/{name}", status_code=204, responses=_ERRORS)
-async def delete_voice(name: str, service: ServiceDep, _key: ApiKeyDep) -> Response:
+async def delete_voice(name: str, service: ServiceDep, _key: AccessDep) -> Response:
     service.delete_voice(name)
     return Response(status_code=204)

@@ -17,7 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from turbotts.errors import InvalidInputError, TurboTTSError
 from turbotts.server.context import request_id_var
-from turbotts.server.deps import ServiceDep, require_api_key
+from turbotts.server.deps import ServiceDep, check_rate_limit, require_api_key
 from turbotts.server.errors import describe
 from turbotts.server.schemas import WsConfig, WsEnd, WsText
 
@@ -31,7 +31,7 @@ T = TypeVar("T")
 async def speech_ws(websocket: WebSocket, service: ServiceDep) -> None:
     await websocket.accept()
     try:
-        require_api_key(websocket)
+        await check_rate_limit(websocket, require_api_key(websocket))
         config = _parse(_CONFIG, await websocket.receive_text())
         pieces = _text_pieces(websocket, service.settings.max_input_chars)
         job = service.text_stream(config, pieces, request_id_var.get())

@@ -1,0 +1,209 @@
+"""The production guards of one server, built from its settings in ``lifespan``.
+
+Audio cache (L1 in process, L2 on Redis when ``redis_url`` is set), rate limits
+(per client IP and per API key; in Redis when configured, so they hold across
+replicas), the blocklist, admission control and the watermark key. Redis is
+optional everywhere: without it everything works in process, and when it fails
+mid-traffic the cache serves from L1 and the limiter limits per replica (one
+shared :class:`OutageTracker`, so one log line per outage). No FastAPI here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psutil
+import redis.asyncio as aioredis
+import soundfile as sf
+
+from turbotts.cache.lru import LRUCache, LRUCacheConfig
+from turbotts.cache.redis import OutageTracker, RedisCache, RedisCacheConfig, RedisConfig, connect, redact_url
+from turbotts.cache.tiered import TieredCache
+from turbotts.engine.async_engine import AsyncEngine
+from turbotts.errors import InvalidInputError
+from turbotts.guard.admission import AdmissionConfig, AdmissionController, PressureSample
+from turbotts.guard.content_filter import ContentFilter
+from turbotts.guard.ratelimit import LocalRateLimiter, RateLimitConfig, RateLimiter, RedisRateLimiter
+from turbotts.guard.watermark import resample
+from turbotts.server.audio_cache import AudioCache
+from turbotts.server.exceptions import RateLimitedError
+from turbotts.server.metrics import GuardStats, Metrics
+from turbotts.server.settings import ServerSettings
+
+logger = logging.getLogger(__name__)
+PRESSURE_INTERVAL_S = 0.1
+
+
+class RateLimits:
+    """One bucket per client IP and, when the caller authenticated, one per API key."""
+
+    def __init__(self, limiter: RateLimiter, metrics: Metrics) -> None:
+        self.limiter = limiter
+        self.metrics = metrics
+
+    async def check(self, client_ip: str | None, key_id: str | None) -> None:
+        """Raises: RateLimitedError (429) when either bucket is empty."""
+        scopes = [("key", key_id)] if key_id is not None else []
+        scopes.append(("ip", client_ip or "unknown"))
+        for scope, name in scopes:
+            decision = await self.limiter.acquire(f"{scope}:{name}")
+            if not decision.is_allowed:
+                self.metrics.rate_limited.labels(scope).inc()
+                raise RateLimitedError(
+                    f"rate limit exceeded for this {'API key' if scope == 'key' else 'client address'}; "
+                    f"retry after {math.ceil(decision.retry_after_s)} s or slow down",
+                    decision.retry_after_s,
+                )
+
+
+@dataclass
+class Guards:
+    audio_cache: AudioCache
+    rate_limits: RateLimits
+    admission: AdmissionController
+    content_filter: ContentFilter | None
+    watermark_key: bytes | None  # None: --no-watermark
+    watermark_key_id: int
+    fallback_clip: np.ndarray | None
+    redis: aioredis.Redis | None
+    redis_tracker: OutageTracker | None
+
+    def stats(self) -> GuardStats:
+        return GuardStats(
+            cache=self.audio_cache.cache.stats(),
+            num_flights_joined=self.audio_cache.flights.num_joined,
+            num_redis_outages=self.redis_tracker.num_outages if self.redis_tracker is not None else 0,
+        )
+
+    def reload_blocklist(self) -> None:
+        """Read the blocklist file again (the old list stays on error).
+
+        Raises:
+            InvalidInputError: no blocklist is configured.
+            TurboTTSError: the file cannot be read.
+        """
+        if self.content_filter is None:
+            raise InvalidInputError("no blocklist is configured; start the server with --blocklist FILE")
+        self.content_filter.reload()
+        logger.info("blocklist reloaded")
+
+    async def close(self) -> None:
+        if self.redis is not None:
+            await self.redis.aclose()
+
+
+def build_guards(settings: ServerSettings, fingerprint: str, sample_rate_hz: int, metrics: Metrics) -> Guards:
+    """Every guard of one server. Opens no connection (redis-py connects on first use)."""
+    client: aioredis.Redis | None = None
+    tracker: OutageTracker | None = None
+    l1 = LRUCache(LRUCacheConfig(max_bytes=settings.cache_max_bytes, ttl_s=settings.cache_ttl_s))
+    limit = RateLimitConfig(rate_rps=settings.rate_limit_rps, burst=settings.rate_limit_burst)
+    limiter: RateLimiter = LocalRateLimiter(limit)
+    l2: RedisCache | None = None
+    if settings.redis_url is not None:
+        redis_config = RedisConfig(url=settings.redis_url.get_secret_value())
+        client = connect(redis_config)
+        tracker = OutageTracker(
+            f"Redis at {redact_url(redis_config.url)}",
+            redis_config.backoff_s,
+            fallback="serving the cache from L1 and limiting rates per replica",
+        )
+        l2 = RedisCache(client, redis_config, RedisCacheConfig(ttl_s=settings.redis_cache_ttl_s), tracker=tracker)
+        limiter = RedisRateLimiter(client, limit, redis_config, tracker=tracker)
+    content_filter = ContentFilter.from_file(settings.blocklist) if settings.blocklist is not None else None
+    guards = Guards(
+        audio_cache=AudioCache(TieredCache(l1, l2), fingerprint, sample_rate_hz),
+        rate_limits=RateLimits(limiter, metrics),
+        admission=AdmissionController(admission_config(settings)),
+        content_filter=content_filter,
+        watermark_key=_watermark_key(settings),
+        watermark_key_id=settings.watermark_key_id,
+        fallback_clip=load_clip(settings.fallback_clip, sample_rate_hz) if settings.fallback_clip else None,
+        redis=client,
+        redis_tracker=tracker,
+    )
+    metrics.guards.source = guards.stats
+    return guards
+
+
+def admission_config(settings: ServerSettings) -> AdmissionConfig:
+    max_rss = settings.admission_max_rss_bytes
+    if max_rss is None:
+        max_rss = int(0.9 * psutil.virtual_memory().total)
+    max_device = 0
+    if settings.device.startswith("cuda") and settings.admission_max_device_fraction > 0:
+        import torch  # only on GPU; the engine imported it already
+
+        total = torch.cuda.get_device_properties(torch.device(settings.device)).total_memory
+        max_device = int(settings.admission_max_device_fraction * total)
+    return AdmissionConfig(
+        window_s=settings.admission_window_s,
+        max_waiting=settings.admission_max_waiting,
+        min_free_slots=settings.admission_min_free_slots,
+        max_rss_bytes=max_rss,
+        max_device_bytes=max_device,
+        retry_after_s=settings.admission_retry_after_s,
+        ttfa_slo_s=settings.ttfa_slo_s,
+        max_slow_ratio=settings.ttfa_max_slow_ratio,
+        slo_window_s=settings.ttfa_window_s,
+        min_slo_requests=settings.ttfa_min_requests,
+        degrade_mode=settings.degrade_mode,
+    )
+
+
+def _watermark_key(settings: ServerSettings) -> bytes | None:
+    if not settings.watermark:
+        return None
+    if settings.watermark_key is None:
+        logger.warning(
+            "no watermark key configured: marking with a random per-process key that nobody can detect later; "
+            "set TURBOTTS_WATERMARK_KEY (openssl rand -hex 32) to keep marks detectable"
+        )
+        return secrets.token_bytes(32)
+    return bytes.fromhex(settings.watermark_key.get_secret_value())
+
+
+def load_clip(path: Path, sample_rate_hz: int) -> np.ndarray:
+    """A fallback clip as mono float32 at the model's rate.
+
+    Raises:
+        InvalidInputError: the file cannot be read as audio.
+    """
+    try:
+        samples, rate = sf.read(str(Path(path).expanduser()), dtype="float32", always_2d=True)
+    except (OSError, RuntimeError, sf.LibsndfileError) as exc:
+        raise InvalidInputError(f"cannot read fallback_clip {path} ({exc}); give a WAV, FLAC or OGG file") from exc
+    mono = samples.mean(axis=1)
+    return np.asarray(resample(mono, int(rate), sample_rate_hz), dtype=np.float32)
+
+
+_THIS_PROCESS = psutil.Process()
+
+
+def pressure_sample(engine: AsyncEngine, device: str) -> PressureSample:
+    """What admission control looks at, sampled every 100 ms."""
+    stats = engine.stats
+    device_bytes = 0
+    if device.startswith("cuda"):
+        import torch
+
+        device_bytes = int(torch.cuda.memory_allocated(torch.device(device)))
+    return PressureSample(
+        num_waiting=stats.num_waiting,
+        num_free_slots=stats.num_free_slots,
+        rss_bytes=_THIS_PROCESS.memory_info().rss,
+        device_bytes=device_bytes,
+    )
+
+
+async def watch_pressure(admission: AdmissionController, engine: AsyncEngine, device: str) -> None:
+    """Feed admission control a load sample every 100 ms until cancelled."""
+    while True:
+        admission.observe(pressure_sample(engine, device))
+        await asyncio.sleep(PRESSURE_INTERVAL_S)
