@@ -210,3 +210,15 @@ def test_cuda_graph_mode_needs_a_gpu() -> None:
         pytest.skip("this machine has a GPU; the graph path itself is exercised by the bench there")
     with pytest.raises(EngineError, match="CUDA"):
         EngineCore(model(), EngineConfig(decode_mode="graphs"))
+
+
+def test_bf16_vocoder_stays_close_to_fp32() -> None:
+    params = SynthesisParams(code=SamplingParams(max_new_tokens=30, ignore_eos=True), refine_text=False, seed=5)
+    wavs = {}
+    for dtype in ("fp32", "bf16"):
+        core = EngineCore(model(), EngineConfig(vocoder_dtype=dtype))
+        core.add_request("a", TEXTS[0], params)
+        wavs[dtype] = run_all(core)["a"][-1].audio
+    assert wavs["bf16"].dtype == np.float32 and len(wavs["bf16"]) == len(wavs["fp32"])
+    error = float(np.abs(wavs["bf16"] - wavs["fp32"]).max())
+    assert 0 < error < 0.05 * float(np.abs(wavs["fp32"]).max())

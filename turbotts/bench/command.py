@@ -16,7 +16,7 @@ from turbotts.bench.report import summarize, write_json, write_plot
 from turbotts.bench.roofline import decode_weight_bytes, measure_bandwidth_bytes_per_s
 from turbotts.bench.runner import MODES, run_mode
 from turbotts.bench.workload import BenchRequest, make_workload, parse_output_len
-from turbotts.config import EngineConfig
+from turbotts.config import EngineConfig, StreamingConfig
 from turbotts.model.chattts import ChatTTSModel
 
 PROBE_FRAMES = 48
@@ -53,6 +53,8 @@ def bench(
     output_len: Annotated[str, typer.Option("--output-len", help="Code frames per request: N or MIN:MAX.")] = "128",
     max_batch_size: Annotated[int, typer.Option("--max-batch-size", help="Batch cap for rate runs.")] = 16,
     kv_budget_mb: Annotated[int, typer.Option("--kv-budget-mb")] = 8192,
+    vocoder_dtype: Annotated[str, typer.Option("--vocoder-dtype", help="fp32 or bf16 (Decoder + Vocos).")] = "fp32",
+    max_chunk_frames: Annotated[int, typer.Option("--max-chunk-frames", help="Largest streamed chunk.")] = 96,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     json_path: Annotated[Path, typer.Option("--json", help="Where to write the report.")] = Path("bench.json"),
     plot_path: Annotated[Path | None, typer.Option("--plot", help="PNG of throughput and TTFA.")] = None,
@@ -82,7 +84,12 @@ def bench(
     model = load_model(source, device=device, dtype=dtype, quant=quant)
     if model.is_dummy:
         typer.echo(f"benchmarking random {dummy_size} weights ({dtype}, quant {quant})", err=True)
-    engine_config = EngineConfig(kv_budget_bytes=kv_budget_mb * 2**20)
+    if vocoder_dtype not in ("fp32", "bf16"):
+        raise typer.BadParameter("--vocoder-dtype must be fp32 or bf16")
+    streaming = StreamingConfig(max_chunk_frames=max(max_chunk_frames, StreamingConfig().chunk_frames))
+    engine_config = EngineConfig(
+        kv_budget_bytes=kv_budget_mb * 2**20, vocoder_dtype=vocoder_dtype, streaming=streaming
+    )
     bandwidth = measure_bandwidth_bytes_per_s()
     weight_bytes = decode_weight_bytes(model)
     batch1_step_s = probe_batch1_step_s(model, engine_config)
@@ -121,6 +128,8 @@ def bench(
                 "device": device,
                 "dtype": dtype,
                 "quant": quant,
+                "vocoder_dtype": vocoder_dtype,
+                "max_chunk_frames": streaming.max_chunk_frames,
                 "num_requests": num_requests,
                 "concurrency": levels,
                 "request_rate": request_rate,

@@ -71,6 +71,7 @@ def run_mode(
         kv_budget_bytes=engine_config.kv_budget_bytes,
         max_seq_len=max(engine_config.max_seq_len, max_frames + max_prompt),
         streaming=engine_config.streaming,
+        vocoder_dtype=engine_config.vocoder_dtype,
     )
     core = EngineCore(model, config)
     pending = list(requests)

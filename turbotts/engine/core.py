@@ -76,7 +76,7 @@ class EngineCore:
             decode_mode=resolve_decode_mode(config.decode_mode, model.device.type),
             max_batch_size=config.max_batch_size,
         )
-        self.vocoder = VocoderRunner(model)
+        self.vocoder = VocoderRunner(model, config.vocoder_dtype)
         self.frontend = TextFrontend(charset_from_vocab(model.tokenizer.vocab_tokens()), pronunciations)
         self._requests: dict[str, EngineRequest] = {}
         self._by_seq: dict[int, EngineRequest] = {}

