@@ -2,7 +2,10 @@
 
 * ``sequential``: batch size 1, one request after another (the official-style baseline);
 * ``static``: batches of up to C requests that start together and wait for their
-  longest member before the next batch is admitted;
+  longest member before the next batch is admitted. As in the official package,
+  every row of a static batch keeps being decoded until the longest one ends
+  (finished rows are not dropped from the batch); only each request's own frames
+  count as audio;
 * ``continuous``: iteration-level batching, up to C running; requests join and
   leave the batch at every step.
 
@@ -32,6 +35,7 @@ class RequestTiming:
     first_audio_s: float | None = None
     finish_s: float | None = None
     num_samples: int = 0
+    max_samples: int = 0  # the request's own audio; static-batch padding beyond it is not counted
 
 
 @dataclass
@@ -44,8 +48,12 @@ class RunResult:
     step_s_by_batch: dict[int, list[float]] = field(default_factory=dict)
 
 
-def _params(request: BenchRequest) -> SynthesisParams:
-    code = SamplingParams(max_new_tokens=request.num_frames, ignore_eos=True)
+def _num_samples(request: BenchRequest) -> int:
+    return 512 * request.num_frames - 256
+
+
+def _params(request: BenchRequest, num_frames: int) -> SynthesisParams:
+    code = SamplingParams(max_new_tokens=num_frames, ignore_eos=True)
     return SynthesisParams(code=code, refine_text=False, seed=request.seed, voice_seed=request.index)
 
 
@@ -99,15 +107,19 @@ def run_mode(
             return  # a static batch runs until its longest member is done
         is_bounded = is_closed_loop or mode == "static"
         budget = concurrency - core.num_unfinished if is_bounded else len(pending)
+        batch: list[BenchRequest] = []
         while pending and budget > 0:
             request = pending[0]
             if not is_closed_loop and request.arrival_s > now - start:
-                return
-            pending.pop(0)
+                break
+            batch.append(pending.pop(0))
             budget -= 1
+        batch_frames = max((r.num_frames for r in batch), default=0)
+        for request in batch:
             arrival = now if is_closed_loop else start + request.arrival_s
-            timings[str(request.index)] = RequestTiming(arrival_s=arrival)
-            core.add_request(str(request.index), request.text, _params(request), stream=True)
+            timings[str(request.index)] = RequestTiming(arrival_s=arrival, max_samples=_num_samples(request))
+            frames = batch_frames if mode == "static" else request.num_frames
+            core.add_request(str(request.index), request.text, _params(request, frames), stream=True)
 
     while pending or core.has_work():
         admit(time.perf_counter())
@@ -123,7 +135,7 @@ def run_mode(
             timing = timings[output.request_id]
             if len(output.audio) and timing.first_audio_s is None:
                 timing.first_audio_s = now
-            timing.num_samples += len(output.audio)
+            timing.num_samples = min(timing.num_samples + len(output.audio), timing.max_samples)
             if output.is_finished:
                 timing.finish_s = now
                 on_finish()
