@@ -87,3 +87,27 @@ def test_bad_options_exit_2(args: tuple[str, ...], message: str, tmp_path: Path)
     result = run_bench(*args, "--json", str(tmp_path / "x.json"))
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_quant_modes_compared_in_one_run(tmp_path: Path) -> None:
+    out = tmp_path / "q.json"
+    result = run_bench(
+        "--mode",
+        "continuous",
+        "--num-requests",
+        "2",
+        "--concurrency",
+        "2",
+        "--output-len",
+        "8",
+        "--quant",
+        "none,int8",
+        "--json",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert [r["quant"] for r in report["runs"]] == ["none", "int8"]
+    assert report["ratios"]["int8_over_none_continuous_c2"] > 0
+    probes = report["probes_by_quant"]
+    assert probes["int8"]["decode_weight_bytes"] < 0.35 * probes["none"]["decode_weight_bytes"]

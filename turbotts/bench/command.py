@@ -45,7 +45,7 @@ def bench(
     dummy_size: Annotated[str, typer.Option("--dummy-size", help="tiny or full.")] = "full",
     device: Annotated[str, typer.Option("--device")] = "cpu",
     dtype: Annotated[str, typer.Option("--dtype", help="fp32, bf16 or fp16.")] = "fp32",
-    quant: Annotated[str, typer.Option("--quant", help="none or int8 (GPT weights).")] = "none",
+    quant: Annotated[str, typer.Option("--quant", help="none, int8, or a comma list to compare.")] = "none",
     mode: Annotated[str, typer.Option("--mode", help="sequential, static, continuous (comma list).")] = "continuous",
     num_requests: Annotated[int, typer.Option("--num-requests", min=1)] = 16,
     concurrency: Annotated[str, typer.Option("--concurrency", help="Closed-loop clients (comma list).")] = "",
@@ -80,47 +80,54 @@ def bench(
     if any(c < 1 for c in levels):
         raise typer.BadParameter("--concurrency values must be at least 1")
 
-    source = ModelSource(checkpoint=checkpoint, load_format=load_format, dummy_size=dummy_size)
-    model = load_model(source, device=device, dtype=dtype, quant=quant)
-    if model.is_dummy:
-        typer.echo(f"benchmarking random {dummy_size} weights ({dtype}, quant {quant})", err=True)
     if vocoder_dtype not in ("fp32", "bf16"):
         raise typer.BadParameter("--vocoder-dtype must be fp32 or bf16")
+    quants = _list(quant, str, "--quant")
+    source = ModelSource(checkpoint=checkpoint, load_format=load_format, dummy_size=dummy_size)
     streaming = StreamingConfig(max_chunk_frames=max(max_chunk_frames, StreamingConfig().chunk_frames))
-    engine_config = EngineConfig(
-        kv_budget_bytes=kv_budget_mb * 2**20, vocoder_dtype=vocoder_dtype, streaming=streaming
-    )
+    engine_config = EngineConfig(kv_budget_bytes=kv_budget_mb * 2**20, vocoder_dtype=vocoder_dtype, streaming=streaming)
     bandwidth = measure_bandwidth_bytes_per_s()
-    weight_bytes = decode_weight_bytes(model)
-    batch1_step_s = probe_batch1_step_s(model, engine_config)
-    roofline_s = weight_bytes / bandwidth
     workload = make_workload(num_requests, lengths, request_rate, seed)
-    runs = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
-        for run_mode_name in modes:
-            for level in levels:
-                task = bar.add_task(f"{run_mode_name} c={level}", total=len(workload))
-                result = run_mode(
-                    model,
-                    workload,
-                    run_mode_name,
-                    level,
-                    engine_config=engine_config,
-                    is_closed_loop=request_rate is None,
-                    on_finish=partial(bar.advance, task),
-                )
-                runs.append(summarize(result))
+    runs: list[dict[str, Any]] = []
+    probes: dict[str, dict[str, float]] = {}
+    is_dummy = True
+    for quant_mode in quants:  # one model at a time, same workload: ratios come from one run
+        model = load_model(source, device=device, dtype=dtype, quant=quant_mode)
+        is_dummy = model.is_dummy
+        if model.is_dummy:
+            typer.echo(f"benchmarking random {dummy_size} weights ({dtype}, quant {quant_mode})", err=True)
+        weight_bytes = decode_weight_bytes(model)
+        batch1_step_s = probe_batch1_step_s(model, engine_config)
+        probes[quant_mode] = {
+            "batch1_step_ms": 1000 * batch1_step_s,
+            "roofline_step_ms": 1000 * weight_bytes / bandwidth,
+            "roofline_ratio": batch1_step_s * bandwidth / weight_bytes,
+            "decode_weight_bytes": weight_bytes,
+        }
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
+            for run_mode_name in modes:
+                for level in levels:
+                    task = bar.add_task(f"{quant_mode} {run_mode_name} c={level}", total=len(workload))
+                    result = run_mode(
+                        model,
+                        workload,
+                        run_mode_name,
+                        level,
+                        engine_config=engine_config,
+                        is_closed_loop=request_rate is None,
+                        on_finish=partial(bar.advance, task),
+                    )
+                    runs.append({**summarize(result), "quant": quant_mode})
+        del model
     report: dict[str, Any] = dict(runs[0])
     report.update(
         {
             "runs": runs,
             "ratios": _ratios(runs),
             "peak_rss_bytes": psutil.Process().memory_info().rss if os.name != "posix" else _peak_rss_bytes(),
-            "batch1_step_ms": 1000 * batch1_step_s,
-            "roofline_step_ms": 1000 * roofline_s,
-            "roofline_ratio": batch1_step_s / roofline_s,
+            **probes[quants[0]],
+            "probes_by_quant": probes,
             "memory_bandwidth_gb_s": bandwidth / 1e9,
-            "decode_weight_bytes": weight_bytes,
             "config": {
                 "checkpoint": str(checkpoint) if checkpoint else None,
                 "load_format": load_format,
@@ -135,7 +142,7 @@ def bench(
                 "request_rate": request_rate,
                 "output_len": list(lengths),
                 "seed": seed,
-                "is_dummy": model.is_dummy,
+                "is_dummy": is_dummy,
             },
             "machine": {
                 "cpu_count": os.cpu_count(),
@@ -146,21 +153,26 @@ def bench(
     )
     write_json(report, json_path)
     if plot_path is not None:
-        write_plot(runs, plot_path, f"TurboTTS bench ({dummy_size if model.is_dummy else 'checkpoint'}, {dtype})")
+        write_plot(runs, plot_path, f"TurboTTS bench ({dummy_size if is_dummy else 'checkpoint'}, {dtype})")
     _print_summary(runs, report)
 
 
 def _ratios(runs: list[dict[str, Any]]) -> dict[str, float]:
-    """Throughput of continuous over the other modes at equal concurrency, from this one run."""
-    by_key = {(r["mode"], r["concurrency"]): r["throughput_audio_s_per_s"] for r in runs}
+    """Throughput ratios from this one run: continuous over the other modes (per
+    quant mode, equal concurrency), and each quant mode over the first one."""
+    by_key = {(r["quant"], r["mode"], r["concurrency"]): r["throughput_audio_s_per_s"] for r in runs}
+    first_quant = runs[0]["quant"]
     ratios = {}
-    for (mode, level), value in by_key.items():
-        if mode != "continuous":
-            continue
-        for other in ("sequential", "static"):
-            base = by_key.get((other, level))
-            if base:
-                ratios[f"continuous_over_{other}_c{level}"] = value / base
+    for (quant, mode, level), value in by_key.items():
+        prefix = "" if quant == first_quant else f"{quant}_"
+        if mode == "continuous":
+            for other in ("sequential", "static"):
+                base = by_key.get((quant, other, level))
+                if base:
+                    ratios[f"{prefix}continuous_over_{other}_c{level}"] = value / base
+        base = by_key.get((first_quant, mode, level))
+        if quant != first_quant and base:
+            ratios[f"{quant}_over_{first_quant}_{mode}_c{level}"] = value / base
     return ratios
 
 
