@@ -142,3 +142,28 @@ def test_say_on_full_size_dummy_weights(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     audio, rate = sf.read(str(out), dtype="float32")
     assert rate == 24000 and 0 < len(audio) <= 512 * 6 - 256
+
+
+@pytest.mark.parametrize(("dtype", "quant"), [("bf16", "none"), ("fp32", "int8")])
+def test_say_in_other_precisions(tmp_path: Path, dtype: str, quant: str) -> None:
+    out = tmp_path / f"{dtype}-{quant}.wav"
+    result = run_cli(
+        "say",
+        "hello world",
+        "-o",
+        str(out),
+        "--checkpoint",
+        str(FIXTURE_DIR),
+        "--skip-refine",
+        "--max-new-tokens",
+        "8",
+        "--seed",
+        "1",
+        "--dtype",
+        dtype,
+        "--quant",
+        quant,
+    )
+    assert result.returncode == 0, result.stderr
+    audio, rate = sf.read(str(out), dtype="float32")
+    assert rate == 24000 and 0 < len(audio) <= 512 * 8 - 256

@@ -51,6 +51,7 @@ class TTS:
         *,
         device: str = "cpu",
         dtype: str = "fp32",
+        quant: str = "none",
         engine_config: EngineConfig | None = None,
     ) -> TTS:
         """Load weights (the official release when ``source`` is None) and build the engine.
@@ -59,7 +60,7 @@ class TTS:
             CheckpointError: the weights are missing or damaged.
             DownloadError: the official release could not be downloaded.
         """
-        return cls(load_model(source or ModelSource(), device=device, dtype=dtype), engine_config)
+        return cls(load_model(source or ModelSource(), device=device, dtype=dtype, quant=quant), engine_config)
 
     @property
     def sample_rate_hz(self) -> int:

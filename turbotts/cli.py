@@ -36,6 +36,7 @@ LoadFormatOpt = Annotated[
 DummySizeOpt = Annotated[str, typer.Option("--dummy-size", help="Size of dummy weights: tiny or full.")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="GPT weight precision: fp32, bf16 or fp16.")]
+QuantOpt = Annotated[str, typer.Option("--quant", help="GPT weight quantization: none or int8.")]
 
 
 def fail(message: str) -> typer.Exit:
@@ -86,6 +87,7 @@ def say(
     dummy_size: DummySizeOpt = "tiny",
     device: DeviceOpt = "cpu",
     dtype: DtypeOpt = "fp32",
+    quant: QuantOpt = "none",
     voice: Annotated[str | None, typer.Option("--voice", help="Official voice string.")] = None,
     seed: Annotated[
         int | None, typer.Option("--seed", help="Random voice from this seed; also seeds sampling.")
@@ -100,6 +102,8 @@ def say(
     no_normalize: Annotated[bool, typer.Option("--no-normalize", help="Skip number/symbol normalization.")] = False,
 ) -> None:
     """Synthesize TEXT into a 24 kHz WAV file."""
+    from dataclasses import replace
+
     import soundfile as sf
 
     from turbotts.api import TTS
@@ -113,16 +117,7 @@ def say(
         max_new_tokens=max_new_tokens,
         greedy=greedy,
     )
-    refine = default_refine_params()
-    if greedy:
-        refine = SamplingParams(
-            temperature=refine.temperature,
-            top_p=refine.top_p,
-            top_k=refine.top_k,
-            repetition_penalty=refine.repetition_penalty,
-            max_new_tokens=refine.max_new_tokens,
-            greedy=True,
-        )
+    refine = replace(default_refine_params(), greedy=greedy)
     params = SynthesisParams(
         code=code,
         refine=refine,
@@ -132,7 +127,7 @@ def say(
         refine_text=not skip_refine,
         normalize_text=not no_normalize,
     )
-    tts = TTS.load(_model_source(checkpoint, load_format, dummy_size), device=device, dtype=dtype)
+    tts = TTS.load(_model_source(checkpoint, load_format, dummy_size), device=device, dtype=dtype, quant=quant)
     wav = tts.synthesize([text], params)[0]
     output.parent.mkdir(parents=True, exist_ok=True)
     sf.write(str(output), wav, tts.sample_rate_hz, subtype="PCM_16")
@@ -225,6 +220,8 @@ def serve(
     dummy_size: Annotated[str | None, typer.Option("--dummy-size", help="Size of dummy weights: tiny or full.")] = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N.")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="GPT weight precision: fp32, bf16 or fp16.")] = None,
+    quant: Annotated[str | None, typer.Option("--quant", help="GPT weight quantization: none or int8.")] = None,
+    vocoder_dtype: Annotated[str | None, typer.Option("--vocoder-dtype", help="Decoder/Vocos: fp32 or bf16.")] = None,
     host: Annotated[str | None, typer.Option("--host", help="Interface to listen on (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option("--port", help="TCP port (default 8000).")] = None,
     config: Annotated[
@@ -263,7 +260,8 @@ def serve(
 
     flags: dict[str, Any] = {
         "checkpoint": checkpoint, "load_format": load_format, "dummy_size": dummy_size, "device": device,
-        "dtype": dtype, "host": host, "port": port, "config_file": config, "redis_url": redis_url,
+        "dtype": dtype, "quant": quant, "vocoder_dtype": vocoder_dtype, "host": host, "port": port,
+        "config_file": config, "redis_url": redis_url,
         "rate_limit_rps": rate_limit_rps, "rate_limit_burst": rate_limit_burst, "api_key_file": api_key_file,
         "blocklist": blocklist, "watermark": False if no_watermark else None, "cache_max_bytes": cache_max_bytes,
         "degrade_mode": degrade_mode, "fallback_clip": fallback_clip, "log_format": log_format,

@@ -66,7 +66,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     logger.info("settings: %s", settings.summary())
     try:
         source = settings.model_source()
-        model = await asyncio.to_thread(load_model, source, device=settings.device, dtype=settings.dtype)
+        model = await asyncio.to_thread(
+            load_model, source, device=settings.device, dtype=settings.dtype, quant=settings.quant
+        )
     except Exception as exc:
         app.state.startup_error = exc  # `turbotts serve` prints it and exits 2
         raise

@@ -47,6 +47,8 @@ class ServerSettings(BaseSettings):
     dummy_size: Literal["tiny", "full"] = "tiny"
     device: str = "cpu"
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+    quant: Literal["none", "int8"] = "none"
+    vocoder_dtype: Literal["fp32", "bf16"] = "fp32"
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
@@ -146,6 +148,7 @@ class ServerSettings(BaseSettings):
             max_waiting=self.max_waiting,
             kv_budget_bytes=self.kv_budget_bytes,
             max_seq_len=self.max_seq_len,
+            vocoder_dtype=self.vocoder_dtype,
         )
 
     def summary(self) -> str:
