@@ -167,3 +167,15 @@ def test_say_in_other_precisions(tmp_path: Path, dtype: str, quant: str) -> None
     assert result.returncode == 0, result.stderr
     audio, rate = sf.read(str(out), dtype="float32")
     assert rate == 24000 and 0 < len(audio) <= 512 * 8 - 256
+
+
+def test_download_without_the_hub_fails_fast_with_advice(tmp_path: Path) -> None:
+    result = run_cli("download", "--dir", str(tmp_path / "ChatTTS"), timeout=60)
+    assert result.returncode == 2
+    assert "2Noise/ChatTTS" in result.stderr and "--load-format dummy" in result.stderr
+
+
+def test_download_reuses_a_complete_checkpoint_without_network() -> None:
+    from turbotts.model.download import download_official
+
+    assert download_official(FIXTURE_DIR).root == FIXTURE_DIR.resolve()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
-from turbotts.errors import DownloadError
+from turbotts.errors import CheckpointError, DownloadError
 from turbotts.model.checkpoint import OFFICIAL_SHA256, Checkpoint, open_checkpoint
 
 REPO_ID = "2Noise/ChatTTS"
@@ -22,10 +23,8 @@ def download_official(target_dir: str | Path | None = None, *, revision: str | N
             says how to run on dummy weights or a local checkpoint instead.
     """
     target = Path(target_dir).expanduser() if target_dir else DEFAULT_DIR
-    try:
+    with contextlib.suppress(CheckpointError):  # not there yet, or damaged: fetch it
         return open_checkpoint(target)
-    except Exception:  # noqa: BLE001 - not there yet (or damaged): fetch it
-        pass
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(int(CONNECT_TIMEOUT_S)))
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(int(CONNECT_TIMEOUT_S)))
     try:
