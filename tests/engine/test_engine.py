@@ -201,6 +201,12 @@ def test_static_bucketed_decode_equals_eager_decode() -> None:
     decoder = static_core.runner.static_decoder
     assert decoder is not None and decoder.bucket_sizes == [1, 2, 4, 6]
     assert static_core.runner.cache.num_slots == static_core.kv_layout.num_slots + 1  # the scratch slot
+    budget_slots = 4
+    slot_bytes = 256 * model().modules.gpt.kv_bytes_per_token()
+    tight = EngineCore(
+        model(), EngineConfig(decode_mode="static", max_seq_len=256, kv_budget_bytes=budget_slots * slot_bytes)
+    )
+    assert tight.runner.cache.num_bytes <= budget_slots * slot_bytes  # the scratch slot is inside the budget
 
 
 def test_cuda_graph_mode_needs_a_gpu() -> None:

@@ -53,10 +53,14 @@ class EngineCore:
         self.model = model
         self.config = config
         gpt = model.modules.gpt
+        decode_mode = resolve_decode_mode(config.decode_mode, model.device.type)
+        bytes_per_token = gpt.kv_bytes_per_token()
+        # static/graph decoding pads batches into one scratch slot, paid from the same budget
+        scratch_bytes = config.max_seq_len * bytes_per_token if decode_mode in ("static", "graphs") else 0
         self.kv_layout: KVLayout = plan_kv_layout(
-            budget_bytes=config.kv_budget_bytes,
+            budget_bytes=config.kv_budget_bytes - scratch_bytes,
             max_seq_len=config.max_seq_len,
-            bytes_per_token=gpt.kv_bytes_per_token(),
+            bytes_per_token=bytes_per_token,
             max_slots=config.max_batch_size,
         )
         self.scheduler = Scheduler(
@@ -73,7 +77,7 @@ class EngineCore:
         self.runner = ModelRunner(
             model,
             self.kv_layout,
-            decode_mode=resolve_decode_mode(config.decode_mode, model.device.type),
+            decode_mode=decode_mode,
             max_batch_size=config.max_batch_size,
         )
         self.vocoder = VocoderRunner(model, config.vocoder_dtype)
