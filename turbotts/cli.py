@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from turbotts.cli_options import CheckpointOpt, DeviceOpt, DtypeOpt, DummySizeOpt, LoadFormatOpt, QuantOpt
 from turbotts.errors import TurboTTSError
 
 app = typer.Typer(
@@ -26,17 +27,6 @@ app.add_typer(voices_app, name="voices")
 F = TypeVar("F", bound=Callable[..., Any])
 USAGE_ERROR = 2
 
-CheckpointOpt = Annotated[
-    Path | None,
-    typer.Option("--checkpoint", help="Checkpoint directory in the 2Noise/ChatTTS layout (holds asset/)."),
-]
-LoadFormatOpt = Annotated[
-    str, typer.Option("--load-format", help="auto: --checkpoint or the official weights; dummy: random weights.")
-]
-DummySizeOpt = Annotated[str, typer.Option("--dummy-size", help="Size of dummy weights: tiny or full.")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")]
-DtypeOpt = Annotated[str, typer.Option("--dtype", help="GPT weight precision: fp32, bf16 or fp16.")]
-QuantOpt = Annotated[str, typer.Option("--quant", help="GPT weight quantization: none or int8.")]
 
 
 def fail(message: str) -> typer.Exit:

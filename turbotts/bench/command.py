@@ -16,6 +16,7 @@ from turbotts.bench.report import summarize, write_json, write_plot
 from turbotts.bench.roofline import decode_weight_bytes, measure_bandwidth_bytes_per_s
 from turbotts.bench.runner import MODES, run_mode
 from turbotts.bench.workload import BenchRequest, make_workload, parse_output_len
+from turbotts.cli_options import CheckpointOpt, DeviceOpt, DtypeOpt, DummySizeOpt, LoadFormatOpt
 from turbotts.config import EngineConfig, StreamingConfig
 from turbotts.model.chattts import ChatTTSModel
 
@@ -40,11 +41,11 @@ def probe_batch1_step_s(model: ChatTTSModel, engine_config: EngineConfig) -> flo
 
 
 def bench(
-    checkpoint: Annotated[Path | None, typer.Option("--checkpoint", help="Real checkpoint directory.")] = None,
-    load_format: Annotated[str, typer.Option("--load-format", help="dummy (default) or auto.")] = "dummy",
-    dummy_size: Annotated[str, typer.Option("--dummy-size", help="tiny or full.")] = "full",
-    device: Annotated[str, typer.Option("--device")] = "cpu",
-    dtype: Annotated[str, typer.Option("--dtype", help="fp32, bf16 or fp16.")] = "fp32",
+    checkpoint: CheckpointOpt = None,
+    load_format: LoadFormatOpt = "dummy",
+    dummy_size: DummySizeOpt = "full",
+    device: DeviceOpt = "cpu",
+    dtype: DtypeOpt = "fp32",
     quant: Annotated[str, typer.Option("--quant", help="none, int8, or a comma list to compare.")] = "none",
     mode: Annotated[str, typer.Option("--mode", help="sequential, static, continuous (comma list).")] = "continuous",
     num_requests: Annotated[int, typer.Option("--num-requests", min=1)] = 16,

@@ -21,6 +21,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
+from turbotts.cli_options import CheckpointOpt, DeviceOpt, DtypeOpt, DummySizeOpt, LoadFormatOpt, QuantOpt
 from turbotts.quality.mcd import mcd_from_cepstra, mel_cepstrum
 
 quality_app = typer.Typer(no_args_is_help=True, help="Audio quality checks.")
@@ -83,12 +84,12 @@ def read_baseline(path: Path) -> tuple[list[np.ndarray], dict[str, Any]]:
 def quality_check(
     baseline: Annotated[Path, typer.Option("--baseline", help="Baseline .npz (mel cepstra + metadata).")],
     write: Annotated[bool, typer.Option("--write-baseline", help="Create or replace the baseline.")] = False,
-    checkpoint: Annotated[Path | None, typer.Option("--checkpoint", help="Checkpoint directory.")] = None,
-    load_format: Annotated[str, typer.Option("--load-format", help="auto or dummy.")] = "auto",
-    dummy_size: Annotated[str, typer.Option("--dummy-size", help="tiny or full.")] = "tiny",
-    device: Annotated[str, typer.Option("--device")] = "cpu",
-    dtype: Annotated[str, typer.Option("--dtype", help="fp32, bf16 or fp16.")] = "fp32",
-    quant: Annotated[str, typer.Option("--quant", help="none or int8.")] = "none",
+    checkpoint: CheckpointOpt = None,
+    load_format: LoadFormatOpt = "auto",
+    dummy_size: DummySizeOpt = "tiny",
+    device: DeviceOpt = "cpu",
+    dtype: DtypeOpt = "fp32",
+    quant: QuantOpt = "none",
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1)] = 256,
     threshold_db: Annotated[float, typer.Option("--threshold-db", help="Largest mean MCD that passes.")] = 0.2,
 ) -> None:

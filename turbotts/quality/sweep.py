@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import torch
 import typer
 
+from turbotts.cli_options import CheckpointOpt, DummySizeOpt, LoadFormatOpt
 from turbotts.quality.mcd import mcd_db
 from turbotts.quality.metrics import code_agreement, mean_kl
 from turbotts.quality.probe import ProbeSpec
@@ -116,9 +117,9 @@ def write_plot(results: dict[str, dict[str, Any]], path: Path, title: str) -> No
 
 
 def quant_sweep(
-    checkpoint: Annotated[Path | None, typer.Option("--checkpoint", help="Real checkpoint directory.")] = None,
-    load_format: Annotated[str, typer.Option("--load-format", help="auto or dummy.")] = "auto",
-    dummy_size: Annotated[str, typer.Option("--dummy-size", help="tiny or full.")] = "tiny",
+    checkpoint: CheckpointOpt = None,
+    load_format: LoadFormatOpt = "auto",
+    dummy_size: DummySizeOpt = "tiny",
     modes: Annotated[str, typer.Option("--modes", help="Comma list of fp32, bf16, fp16, int8.")] = "fp32,bf16,int8",
     texts: Annotated[Path | None, typer.Option("--texts", help="UTF-8 file, one sentence a line.")] = None,
     num_frames: Annotated[int, typer.Option("--num-frames", min=2, help="Code frames per text.")] = 64,
