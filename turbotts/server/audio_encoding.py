@@ -12,12 +12,20 @@ What each format does when streamed:
   streaming, so the RIFF and data sizes are ``0xFFFFFFFF`` (as OpenAI's streamed wav
   does); readers such as ffmpeg and libsndfile then read to the end of the stream.
   :func:`encode_audio` knows the length and writes the true sizes.
-- ``mp3`` (LAME 128 kbit/s at 24 kHz), ``opus`` (libopus 64 kbit/s at 48 kHz in Ogg),
-  ``aac`` (96 kbit/s, raw ADTS frames) and ``flac`` (16-bit): PyAV muxes into an
-  in-memory sink that is drained after every call. The container header is written
-  when the encoder is built, so the first :meth:`~StreamEncoder.encode` always returns
-  bytes. Streamed mp3 has no Xing/LAME header and streamed flac has no sample count
-  in STREAMINFO (both need a seekable file); the one-shot path has both.
+- ``mp3`` (LAME 128 kbit/s at 24 kHz), ``opus`` (libopus 64 kbit/s at 48 kHz in Ogg) and
+  ``aac`` (96 kbit/s, raw ADTS frames): PyAV muxes into an in-memory sink that is
+  drained after every call. The container header is written when the encoder is
+  built, so the first :meth:`~StreamEncoder.encode` always returns bytes. Streamed
+  mp3 has no Xing/LAME header (it needs a seekable file); the one-shot path has it.
+- ``flac`` (16-bit) is buffered, not streamed: :meth:`~StreamEncoder.encode` returns
+  ``b""`` and :meth:`~StreamEncoder.finish` the whole file. Why: a FLAC stream of
+  unknown length says so with ``total samples = 0`` in STREAMINFO (what PyAV writes
+  when it cannot seek back), and libsndfile (``soundfile``) cannot read such a file:
+  it reports 2**63 - 1 frames, ``soundfile.read`` fails with "array is too big" and
+  reading in blocks fails at the end with a seek error. Only a header written after
+  the last sample (exact sample count, min/max frame sizes, MD5) is read by every
+  reader, so FLAC answers arrive when synthesis ends; pick pcm, wav, mp3, opus or
+  aac for low-latency streaming.
 
 Opus only runs at 48 kHz, so its input is resampled and the stream reports 48000 Hz;
 every other format keeps the input rate.
@@ -46,6 +54,8 @@ CONTENT_TYPES = {
     "pcm": "audio/pcm",
 }
 
+#: formats whose header must carry the exact length (see the module docstring)
+BUFFERED_FORMATS = frozenset({"flac"})
 _STREAMING_SIZE = 0xFFFFFFFF  # "unknown length" in a streamed WAV header
 _INT16_SCALE = 32767.0
 
@@ -193,9 +203,9 @@ class StreamEncoder:
         Args:
             fmt: one of :data:`SUPPORTED_FORMATS`.
             sample_rate_hz: rate of the samples passed to :meth:`encode`.
-            is_seekable: used by :func:`encode_audio` only: buffer everything so the
-                muxer can patch headers (mp3 Xing, flac STREAMINFO); ``encode`` then
-                returns ``b""`` and ``finish`` the whole file.
+            is_seekable: buffer everything so the muxer can patch headers (mp3 Xing,
+                flac STREAMINFO); ``encode`` then returns ``b""`` and ``finish`` the
+                whole file. Always on for :data:`BUFFERED_FORMATS`.
 
         Raises:
             InvalidInputError: the format is not supported.
@@ -205,7 +215,8 @@ class StreamEncoder:
         if sample_rate_hz <= 0:
             raise InvalidInputError(f"sample_rate_hz must be positive, got {sample_rate_hz}")
         self.fmt = fmt
-        self._writer = _AvWriter(_CODEC_SPECS[fmt], sample_rate_hz, is_seekable) if fmt in _CODEC_SPECS else None
+        self.is_buffered = is_seekable or fmt in BUFFERED_FORMATS
+        self._writer = _AvWriter(_CODEC_SPECS[fmt], sample_rate_hz, self.is_buffered) if fmt in _CODEC_SPECS else None
         self._pending = wav_header(sample_rate_hz) if fmt == "wav" else b""
         self._is_finished = False
         #: the rate a decoder reports for the produced stream (48000 for opus)
