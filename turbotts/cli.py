@@ -28,7 +28,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 USAGE_ERROR = 2
 
 
-
 def fail(message: str) -> typer.Exit:
     typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
     return typer.Exit(USAGE_ERROR)
@@ -263,7 +262,9 @@ def serve(
         raise fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from exc
     configure_logging(settings.log_level, settings.log_format)
     server_app = create_app(settings)
-    server = uvicorn.Server(
+    from turbotts.server.drain import DrainingServer
+
+    server = DrainingServer(
         uvicorn.Config(
             server_app,
             host=settings.host,
@@ -273,7 +274,9 @@ def serve(
             log_level=settings.log_level,
             log_config=None,  # uvicorn's records go to our (redacted, request-id) root handlers
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
-        )
+        ),
+        server_app,
+        settings.shutdown_grace_s,
     )
     logging.getLogger("uvicorn.error").addFilter(_StartupTracebackFilter(server_app))
     with contextlib.suppress(SystemExit):  # uvicorn exits 3 when start-up fails; we report it below

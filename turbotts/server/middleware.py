@@ -2,7 +2,8 @@
 
 Per HTTP request it sets the request id contextvar (every log line carries it),
 adds ``X-Request-ID`` to the response, records duration and status metrics, and
-answers 503 once the server is draining for shutdown.
+answers 503 once the server is draining for shutdown; it counts in-flight HTTP
+requests in ``app.state.num_in_flight`` so the drain knows when they are done.
 """
 
 from __future__ import annotations
@@ -44,11 +45,18 @@ class RequestContextMiddleware:
                 message["headers"] = [*message["headers"], (REQUEST_ID_HEADER.encode(), request_id.encode())]
             await send(message)
 
+        is_counted = scope["type"] == "http" and state is not None and scope["path"] not in _UNMETERED
         try:
             if scope["type"] == "http" and getattr(state, "is_draining", False) and scope["path"] != "/healthz":
                 await _draining(send_with_id)
                 return
-            await self.app(scope, receive, send_with_id)
+            if is_counted:  # the drain waits for these to finish
+                state.num_in_flight = getattr(state, "num_in_flight", 0) + 1
+            try:
+                await self.app(scope, receive, send_with_id)
+            finally:
+                if is_counted:
+                    state.num_in_flight -= 1
         finally:
             request_id_var.reset(token)
             log_request_id_var.reset(log_token)
