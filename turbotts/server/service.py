@@ -117,13 +117,12 @@ class SpeechJob:
                 if data:
                     if is_first:
                         is_first = False
-                        ttfa_s = time.perf_counter() - self.started_s
-                        self.metrics.ttfa_s.labels(self.plan.response_format).observe(ttfa_s)
-                        if self.on_first_audio is not None:
-                            self.on_first_audio(ttfa_s)
+                        self._observe_first_audio()
                     yield data
             tail = encoder.finish()
             if tail:
+                if is_first:  # a buffered format (flac): its first byte is its last
+                    self._observe_first_audio()
                 yield tail
             self._observe_done()
         finally:
@@ -135,6 +134,12 @@ class SpeechJob:
         async for data in self.encoded():
             yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
         yield _sse({"type": "speech.audio.done", "usage": self.usage()})
+
+    def _observe_first_audio(self) -> None:
+        ttfa_s = time.perf_counter() - self.started_s
+        self.metrics.ttfa_s.labels(self.plan.response_format).observe(ttfa_s)
+        if self.on_first_audio is not None:
+            self.on_first_audio(ttfa_s)
 
     def _observe_done(self) -> None:
         audio_s = self.pipeline.tally.num_samples / self.pipeline.sample_rate_hz

@@ -15,8 +15,9 @@ Beyond OpenAI's fields:
 
 Responses carry ``X-Cache: l1|l2|miss`` (requests without a seed are never cached,
 so always ``miss``), and ``X-TurboTTS-Degraded: fallback`` when admission control
-answered with the fallback clip. Every response streams: headers and the first bytes leave once the first audio
-chunk exists, and a client that disconnects aborts its engine requests.
+answered with the fallback clip. Every response but ``flac`` streams: headers and the first bytes leave once the
+first audio chunk exists, and a client that disconnects aborts its engine requests. ``flac`` is sent whole when
+synthesis ends, because libsndfile cannot read a FLAC stream whose STREAMINFO says "length unknown".
 """
 
 from __future__ import annotations
