@@ -7,6 +7,7 @@ outages and recovery. Import the fixture into a package's conftest.py.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -17,6 +18,12 @@ from pathlib import Path
 import pytest
 
 REDIS_BINARY = shutil.which("redis-server")
+MISSING_REDIS = "redis-server is not on PATH; install it (apt-get install redis-server) to run the Redis tests"
+
+
+def is_redis_required() -> bool:
+    """In CI, or with TURBOTTS_REQUIRE_REDIS=1, a missing Redis fails the run instead of skipping silently."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("TURBOTTS_REQUIRE_REDIS") == "1"
 
 
 def free_port() -> int:
@@ -83,7 +90,9 @@ class RedisServer:
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     if REDIS_BINARY is None:
-        pytest.skip("redis-server is not on PATH; install it (apt-get install redis-server) to run Redis tests")
+        if is_redis_required():
+            pytest.fail(f"{MISSING_REDIS} (required because CI or TURBOTTS_REQUIRE_REDIS=1 is set)", pytrace=False)
+        pytest.skip(MISSING_REDIS)
     server = RedisServer(tmp_path)
     server.start()
     try:
