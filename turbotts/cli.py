@@ -15,7 +15,17 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from turbotts.cli_options import CheckpointOpt, DeviceOpt, DtypeOpt, DummySizeOpt, LoadFormatOpt, QuantOpt
+from turbotts.cli_options import (
+    CheckpointOpt,
+    DeviceOpt,
+    DtypeOpt,
+    DummySizeOpt,
+    KeyEnvOpt,
+    LoadFormatOpt,
+    PublicKeyOpt,
+    QuantOpt,
+    model_source,
+)
 from turbotts.errors import TurboTTSError
 
 app = typer.Typer(
@@ -32,11 +42,6 @@ def fail(message: str) -> typer.Exit:
     typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
     return typer.Exit(USAGE_ERROR)
 
-
-def _model_source(checkpoint: Path | None, load_format: str, dummy_size: str) -> Any:
-    from turbotts.model.loader import ModelSource
-
-    return ModelSource(checkpoint=checkpoint, load_format=load_format, dummy_size=dummy_size)
 
 
 @app.command()
@@ -74,6 +79,8 @@ def say(
     checkpoint: CheckpointOpt = None,
     load_format: LoadFormatOpt = "auto",
     dummy_size: DummySizeOpt = "tiny",
+    key_env: KeyEnvOpt = None,
+    public_key: PublicKeyOpt = None,
     device: DeviceOpt = "cpu",
     dtype: DtypeOpt = "fp32",
     quant: QuantOpt = "none",
@@ -116,7 +123,8 @@ def say(
         refine_text=not skip_refine,
         normalize_text=not no_normalize,
     )
-    tts = TTS.load(_model_source(checkpoint, load_format, dummy_size), device=device, dtype=dtype, quant=quant)
+    source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
+    tts = TTS.load(source, device=device, dtype=dtype, quant=quant)
     wav = tts.synthesize([text], params)[0]
     output.parent.mkdir(parents=True, exist_ok=True)
     sf.write(str(output), wav, tts.sample_rate_hz, subtype="PCM_16")
@@ -129,6 +137,8 @@ def voices_random(
     checkpoint: CheckpointOpt = None,
     load_format: LoadFormatOpt = "auto",
     dummy_size: DummySizeOpt = "tiny",
+    key_env: KeyEnvOpt = None,
+    public_key: PublicKeyOpt = None,
 ) -> None:
     """Print a random voice string drawn from the speaker statistics.
 
@@ -137,7 +147,7 @@ def voices_random(
     from turbotts.model.loader import speaker_stats_for
     from turbotts.model.speaker import encode_voice, sample_random_voice
 
-    stats = speaker_stats_for(_model_source(checkpoint, load_format, dummy_size))
+    stats = speaker_stats_for(model_source(checkpoint, load_format, dummy_size, key_env, public_key))
     typer.echo(encode_voice(sample_random_voice(stats, seed)))
 
 
@@ -158,6 +168,19 @@ def seal(
     from turbotts.guard.seal import seal_command
 
     raise typer.Exit(seal_command(checkpoint, out, key_env, signing_key))
+
+
+@app.command()
+def sign(
+    checkpoint: Annotated[Path, typer.Argument(help="Plain checkpoint directory, signed in place.")],
+    signing_key: Annotated[Path, typer.Option("--signing-key", help="Ed25519 PEM; created if missing.")] = Path(
+        "turbotts-signing.pem"
+    ),
+) -> None:
+    """Sign a plain checkpoint (manifest.json + manifest.sig) so --public-key verifies every file before loading."""
+    from turbotts.guard.seal import sign_command
+
+    raise typer.Exit(sign_command(checkpoint, signing_key))
 
 
 @watermark_app.command("detect")
@@ -207,6 +230,8 @@ def serve(
         str | None, typer.Option("--load-format", help="auto: --checkpoint or the official weights; dummy: random.")
     ] = None,
     dummy_size: Annotated[str | None, typer.Option("--dummy-size", help="Size of dummy weights: tiny or full.")] = None,
+    key_env: KeyEnvOpt = None,
+    public_key: PublicKeyOpt = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N.")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="GPT weight precision: fp32, bf16 or fp16.")] = None,
     quant: Annotated[str | None, typer.Option("--quant", help="GPT weight quantization: none or int8.")] = None,
@@ -248,7 +273,8 @@ def serve(
     from turbotts.server.settings import ServerSettings
 
     flags: dict[str, Any] = {
-        "checkpoint": checkpoint, "load_format": load_format, "dummy_size": dummy_size, "device": device,
+        "checkpoint": checkpoint, "load_format": load_format, "dummy_size": dummy_size, "key_env": key_env,
+        "public_key": public_key, "device": device,
         "dtype": dtype, "quant": quant, "vocoder_dtype": vocoder_dtype, "host": host, "port": port,
         "config_file": config, "redis_url": redis_url,
         "rate_limit_rps": rate_limit_rps, "rate_limit_burst": rate_limit_burst, "api_key_file": api_key_file,

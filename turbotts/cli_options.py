@@ -4,9 +4,12 @@ definition, so their names and help never drift apart between commands)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from turbotts.model.loader import ModelSource
 
 CheckpointOpt = Annotated[
     Path | None,
@@ -19,3 +22,38 @@ DummySizeOpt = Annotated[str, typer.Option("--dummy-size", help="Size of dummy w
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="GPT weight precision: fp32, bf16 or fp16.")]
 QuantOpt = Annotated[str, typer.Option("--quant", help="GPT weight quantization: none or int8.")]
+KeyEnvOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--key-env",
+        envvar="TURBOTTS_KEY_ENV",
+        help="Sealed checkpoint: name of the environment variable holding its AES key (the key never goes on a flag).",
+    ),
+]
+PublicKeyOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--public-key",
+        envvar="TURBOTTS_PUBLIC_KEY",
+        help="Ed25519 public key (PEM) that signed the checkpoint: required for a sealed one, verifies a plain one.",
+    ),
+]
+
+
+def model_source(
+    checkpoint: Path | None,
+    load_format: str,
+    dummy_size: str,
+    key_env: str | None = None,
+    public_key: Path | None = None,
+) -> ModelSource:
+    """The one place command-line flags become a :class:`ModelSource` (validated there)."""
+    from turbotts.model.loader import ModelSource
+
+    return ModelSource(
+        checkpoint=checkpoint,
+        load_format=load_format,
+        dummy_size=dummy_size,
+        sealed_key_env=key_env,
+        public_key=public_key,
+    )

@@ -68,7 +68,7 @@ def test_tampered_sealed_file_is_refused_by_name(tmp_path: Path, monkeypatch: py
 def test_wrong_key_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out, public = seal(tmp_path)
     monkeypatch.setenv("SEAL_KEY", "22" * 32)
-    with pytest.raises(CheckpointError):
+    with pytest.raises(CheckpointError, match=r"manifest\.json says the checkpoint was sealed with another AES key"):
         TTS.load(ModelSource(checkpoint=out, sealed_key_env="SEAL_KEY", public_key=public))
 
 

@@ -3,56 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
 
+from tests.serve_process import start_serve
 from tests.server.audio import decode
 from tests.server.conftest import running_server
 from tests.server.guards_util import SPEECH
 
+DUMMY_TINY = ("--load-format", "dummy", "--dummy-size", "tiny")
 LONG = {"input": "A long request that is still speaking when the signal comes. " * 6, "seed": 3, "max_new_tokens": 200}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "TURBOTTS_VOICES_DB": str(tmp_path / "voices.sqlite3"),
-        "TURBOTTS_SHUTDOWN_GRACE_S": "120",
-        "TURBOTTS_MAX_NEW_TOKENS": "200",
-        "TURBOTTS_RATE_LIMIT_RPS": "0",
-    }
-    command = [sys.executable, "-m", "turbotts", "serve", "--load-format", "dummy", "--dummy-size", "tiny",
-               "--port", str(port), "--cache-max-bytes", "0", "--log-format", "text"]  # fmt: skip
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                return process
-        except httpx.TransportError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError(f"turbotts serve did not become ready: {process.communicate()[1][-2000:]!r}")
-
-
 def test_sigterm_drains_then_exits_zero(tmp_path: Path) -> None:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    process = _start(tmp_path, port)
+    process, url = start_serve(
+        tmp_path, *DUMMY_TINY, "--cache-max-bytes", "0",
+        env={"TURBOTTS_SHUTDOWN_GRACE_S": "120", "TURBOTTS_MAX_NEW_TOKENS": "200"},
+    )  # fmt: skip
     try:
         reference = httpx.post(f"{url}{SPEECH}", json={**LONG, "response_format": "pcm"}, timeout=300)
         assert reference.status_code == 200 and reference.headers["x-cache"] == "miss"

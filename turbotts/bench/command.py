@@ -16,7 +16,16 @@ from turbotts.bench.report import summarize, write_json, write_plot
 from turbotts.bench.roofline import decode_weight_bytes, measure_bandwidth_bytes_per_s
 from turbotts.bench.runner import MODES, run_mode
 from turbotts.bench.workload import BenchRequest, make_workload, parse_output_len
-from turbotts.cli_options import CheckpointOpt, DeviceOpt, DtypeOpt, DummySizeOpt, LoadFormatOpt
+from turbotts.cli_options import (
+    CheckpointOpt,
+    DeviceOpt,
+    DtypeOpt,
+    DummySizeOpt,
+    KeyEnvOpt,
+    LoadFormatOpt,
+    PublicKeyOpt,
+    model_source,
+)
 from turbotts.config import EngineConfig, StreamingConfig
 from turbotts.model.chattts import ChatTTSModel
 
@@ -44,6 +53,8 @@ def bench(
     checkpoint: CheckpointOpt = None,
     load_format: LoadFormatOpt = "dummy",
     dummy_size: DummySizeOpt = "full",
+    key_env: KeyEnvOpt = None,
+    public_key: PublicKeyOpt = None,
     device: DeviceOpt = "cpu",
     dtype: DtypeOpt = "fp32",
     quant: Annotated[str, typer.Option("--quant", help="none, int8, or a comma list to compare.")] = "none",
@@ -63,7 +74,7 @@ def bench(
     """Measure throughput, TTFA, latency and step times of the engine (JSON + optional PNG)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from turbotts.model.loader import ModelSource, load_model
+    from turbotts.model.loader import load_model
 
     modes = _list(mode, str, "--mode")
     bad = [m for m in modes if m not in MODES]
@@ -84,7 +95,7 @@ def bench(
     if vocoder_dtype not in ("fp32", "bf16"):
         raise typer.BadParameter("--vocoder-dtype must be fp32 or bf16")
     quants = _list(quant, str, "--quant")
-    source = ModelSource(checkpoint=checkpoint, load_format=load_format, dummy_size=dummy_size)
+    source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
     streaming = StreamingConfig(max_chunk_frames=max(max_chunk_frames, StreamingConfig().chunk_frames))
     engine_config = EngineConfig(kv_budget_bytes=kv_budget_mb * 2**20, vocoder_dtype=vocoder_dtype, streaming=streaming)
     bandwidth = measure_bandwidth_bytes_per_s()

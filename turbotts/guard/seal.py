@@ -311,8 +311,19 @@ def seal_command(checkpoint: str | Path, out: str | Path, key_env: str, signing_
             f"public key at {public_key_path(Path(signing_key_path))}"
         )
     manifest = seal_checkpoint(checkpoint, out, key, signing_key)
-    print(
-        f"sealed {checkpoint} into {manifest.parent}; signed manifest {manifest}. Serve it with the key in "
-        f"${key_env} and the public key {public_key_path(Path(signing_key_path))}"
-    )
+    public = public_key_path(Path(signing_key_path))
+    print(f"sealed {checkpoint} into {manifest.parent}; signed manifest {manifest}")
+    print(f"serve it (the key stays in ${key_env}): turbotts serve --checkpoint {manifest.parent} "
+          f"--key-env {key_env} --public-key {public}")  # fmt: skip
+    return 0
+
+
+def sign_command(checkpoint: str | Path, signing_key_path: str | Path) -> int:
+    """``turbotts sign CHECKPOINT --signing-key PEM``: sign a plain checkpoint in place; returns the exit code."""
+    signing_key, created = load_or_create_signing_key(signing_key_path)
+    public = public_key_path(Path(signing_key_path))
+    if created:
+        print(f"created a new Ed25519 signing key at {signing_key_path} (mode 0600; keep it secret) and {public}")
+    manifest = write_plain_manifest(checkpoint, signing_key)
+    print(f"signed {checkpoint}: {manifest}; loaders verify it with --public-key {public}")
     return 0

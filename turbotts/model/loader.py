@@ -127,9 +127,26 @@ def _finish(modules: ChatTTSModules, device: str, dtype: str, quant: str) -> tup
     return target, DTYPES[dtype]
 
 
+def _refuse_sealed_without_key(directory: Path) -> None:
+    """A sealed directory has no plain weights: say which flags open it instead of "wrong layout"."""
+    from turbotts.guard.seal import MANIFEST_FILE, SEALED_FORMAT
+
+    manifest = directory.expanduser() / MANIFEST_FILE
+    try:
+        is_sealed = json.loads(manifest.read_bytes()).get("format") == SEALED_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return
+    if is_sealed:
+        raise CheckpointError(
+            f"{directory} is a sealed checkpoint: pass --key-env VAR (the environment variable holding its AES key) "
+            "and --public-key PEM (the signer's public key), or set TURBOTTS_KEY_ENV and TURBOTTS_PUBLIC_KEY"
+        )
+
+
 def resolve_checkpoint(source: ModelSource) -> ckpt.Checkpoint:
     """Open the directory (or download the release) and check its signed manifest if asked."""
     if source.checkpoint is not None:
+        _refuse_sealed_without_key(Path(source.checkpoint))
         checkpoint = ckpt.open_checkpoint(source.checkpoint)
         if source.public_key is not None:
             from turbotts.guard.seal import load_public_key, verify_plain_manifest
@@ -217,8 +234,7 @@ def _load_sealed(source: ModelSource, *, device: str, dtype: str, quant: str) ->
     states, files = load_sealed_state_dicts(
         source.checkpoint, aes_key_from_env(source.sealed_key_env), load_public_key(source.public_key)
     )
-    root_json = json.loads(files[ckpt.ROOT_CONFIG_FILE]) if ckpt.ROOT_CONFIG_FILE in files else None
-    config = model_config_from_dict(root_json, json.loads(files[ckpt.GPT_CONFIG_FILE]))
+    config = _sealed_config(files)
     modules = ChatTTSModules(config)
     _populate(modules, states, f"sealed:{source.checkpoint}")
     tokenizer = Tokenizer.from_json(files[ckpt.TOKENIZER_FILE].decode("utf-8"), config.gpt.num_text_tokens)
@@ -236,6 +252,11 @@ def _load_sealed(source: ModelSource, *, device: str, dtype: str, quant: str) ->
     )
 
 
+def _sealed_config(files: dict[str, bytes]) -> ModelConfig:
+    root_json = json.loads(files[ckpt.ROOT_CONFIG_FILE]) if ckpt.ROOT_CONFIG_FILE in files else None
+    return model_config_from_dict(root_json, json.loads(files[ckpt.GPT_CONFIG_FILE]))
+
+
 def speaker_stats_for(source: ModelSource) -> SpeakerStats:
     """The speaker statistics of a source without loading its weights."""
     if source.is_dummy:
@@ -243,5 +264,12 @@ def speaker_stats_for(source: ModelSource) -> SpeakerStats:
         return SpeakerStats.from_string(spk_stat_string(hidden_size, source.dummy_seed))
     if source.checkpoint is None:
         return SpeakerStats.official()
+    if source.sealed_key_env is not None and source.public_key is not None:
+        from turbotts.guard.seal import aes_key_from_env, load_public_key, open_sealed
+
+        key = aes_key_from_env(source.sealed_key_env)
+        files = open_sealed(source.checkpoint, key, load_public_key(source.public_key))
+        return _stats(_sealed_config(files))
+    _refuse_sealed_without_key(Path(source.checkpoint))
     checkpoint = ckpt.open_checkpoint(source.checkpoint, verify=False)
     return _stats(checkpoint.model_config())

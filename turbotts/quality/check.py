@@ -21,7 +21,17 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from turbotts.cli_options import CheckpointOpt, DeviceOpt, DtypeOpt, DummySizeOpt, LoadFormatOpt, QuantOpt
+from turbotts.cli_options import (
+    CheckpointOpt,
+    DeviceOpt,
+    DtypeOpt,
+    DummySizeOpt,
+    KeyEnvOpt,
+    LoadFormatOpt,
+    PublicKeyOpt,
+    QuantOpt,
+    model_source,
+)
 from turbotts.quality.mcd import mcd_from_cepstra, mel_cepstrum
 
 quality_app = typer.Typer(no_args_is_help=True, help="Audio quality checks.")
@@ -87,6 +97,8 @@ def quality_check(
     checkpoint: CheckpointOpt = None,
     load_format: LoadFormatOpt = "auto",
     dummy_size: DummySizeOpt = "tiny",
+    key_env: KeyEnvOpt = None,
+    public_key: PublicKeyOpt = None,
     device: DeviceOpt = "cpu",
     dtype: DtypeOpt = "fp32",
     quant: QuantOpt = "none",
@@ -94,7 +106,7 @@ def quality_check(
     threshold_db: Annotated[float, typer.Option("--threshold-db", help="Largest mean MCD that passes.")] = 0.2,
 ) -> None:
     """Synthesize fixed sentences and fail (exit 1) if their mean MCD to the baseline exceeds the threshold."""
-    from turbotts.model.loader import ModelSource, load_model
+    from turbotts.model.loader import load_model
 
     stored: list[np.ndarray] = []
     meta: dict[str, Any] = {}
@@ -103,7 +115,7 @@ def quality_check(
         if tuple(meta["sentences"]) != SENTENCES:
             typer.secho(f"error: {baseline} was made for other sentences; write it again", err=True, fg="red")
             raise typer.Exit(USAGE_ERROR)
-    source = ModelSource(checkpoint=checkpoint, load_format=load_format, dummy_size=dummy_size)
+    source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
     model = load_model(source, device=device, dtype=dtype, quant=quant)
     cepstra = [mel_cepstrum(wav, model.sample_rate_hz) for wav in synthesize_fixed(model, max_new_tokens)]
     settings = {"dtype": dtype, "quant": quant, "device": device, "max_new_tokens": max_new_tokens}

@@ -50,6 +50,8 @@ class ProbeSpec:
     num_frames: int
     codes_path: str | None = None  # the reference run's output; None = generate (reference mode)
     device: str = "cpu"
+    key_env: str | None = None  # sealed checkpoint: the variable holding its AES key (inherited by the process)
+    public_key: str | None = None
 
 
 def _prompt_ids(model: ChatTTSModel, text: str) -> torch.Tensor:
@@ -118,6 +120,8 @@ def run_probe(spec: ProbeSpec) -> dict[str, Any]:
         checkpoint=Path(spec.checkpoint) if spec.checkpoint else None,
         load_format=spec.load_format,
         dummy_size=spec.dummy_size,
+        sealed_key_env=spec.key_env,
+        public_key=Path(spec.public_key) if spec.public_key else None,
     )
     model = load_model(source, device=spec.device, dtype=spec.dtype, quant=spec.quant)
     gc.collect()

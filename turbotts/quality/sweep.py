@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import torch
 import typer
 
-from turbotts.cli_options import CheckpointOpt, DummySizeOpt, LoadFormatOpt
+from turbotts.cli_options import CheckpointOpt, DummySizeOpt, KeyEnvOpt, LoadFormatOpt, PublicKeyOpt, model_source
 from turbotts.quality.mcd import mcd_db
 from turbotts.quality.metrics import code_agreement, mean_kl
 from turbotts.quality.probe import ProbeSpec
@@ -120,6 +120,8 @@ def quant_sweep(
     checkpoint: CheckpointOpt = None,
     load_format: LoadFormatOpt = "auto",
     dummy_size: DummySizeOpt = "tiny",
+    key_env: KeyEnvOpt = None,
+    public_key: PublicKeyOpt = None,
     modes: Annotated[str, typer.Option("--modes", help="Comma list of fp32, bf16, fp16, int8.")] = "fp32,bf16,int8",
     texts: Annotated[Path | None, typer.Option("--texts", help="UTF-8 file, one sentence a line.")] = None,
     num_frames: Annotated[int, typer.Option("--num-frames", min=2, help="Code frames per text.")] = 64,
@@ -130,8 +132,6 @@ def quant_sweep(
     """Measure each precision mode against fp32: code agreement, KL, MCD, weight bytes, RSS, step time."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from turbotts.model.loader import ModelSource
-
     names = parse_modes(modes)
     sentences = list(DEFAULT_TEXTS)
     if texts is not None:
@@ -140,7 +140,7 @@ def quant_sweep(
         sentences = [line.strip() for line in texts.read_text(encoding="utf-8").splitlines() if line.strip()]
         if not sentences:
             raise typer.BadParameter(f"--texts {texts} holds no sentence")
-    source = ModelSource(checkpoint=checkpoint, load_format=load_format, dummy_size=dummy_size)  # validates
+    source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)  # validates
     if source.is_dummy:
         typer.secho(
             "warning: dummy (random) weights: these quality figures say nothing about real audio quality",
@@ -156,7 +156,8 @@ def quant_sweep(
             dtype, quant = MODES[name]
             spec = ProbeSpec(
                 checkpoint=str(checkpoint) if checkpoint else None, load_format=load_format, dummy_size=dummy_size,
-                dtype=dtype, quant=quant, texts=sentences, num_frames=num_frames,
+                dtype=dtype, quant=quant, texts=sentences, num_frames=num_frames, key_env=key_env,
+                public_key=str(public_key) if public_key else None,
                 codes_path=None if name == REFERENCE else str(Path(tmp) / f"{REFERENCE}.pt"),
             )
             probes[name] = run_probe_process(spec, Path(tmp), name)

@@ -45,6 +45,8 @@ class ServerSettings(BaseSettings):
     checkpoint: Path | None = None
     load_format: Literal["auto", "dummy"] = "auto"
     dummy_size: Literal["tiny", "full"] = "tiny"
+    key_env: str | None = None  # sealed checkpoint: the environment variable that holds its AES key
+    public_key: Path | None = None  # Ed25519 PEM that signed the checkpoint (sealed: required; plain: verified)
     device: str = "cpu"
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     quant: Literal["none", "int8"] = "none"
@@ -140,7 +142,13 @@ class ServerSettings(BaseSettings):
         return (init_settings, env_settings, factory(settings_cls, path))
 
     def model_source(self) -> ModelSource:
-        return ModelSource(checkpoint=self.checkpoint, load_format=self.load_format, dummy_size=self.dummy_size)
+        return ModelSource(
+            checkpoint=self.checkpoint,
+            load_format=self.load_format,
+            dummy_size=self.dummy_size,
+            sealed_key_env=self.key_env,
+            public_key=self.public_key,
+        )
 
     def engine_config(self) -> EngineConfig:
         return EngineConfig(
