@@ -27,6 +27,7 @@ from turbotts.cli_options import (
     model_source,
 )
 from turbotts.errors import TurboTTSError
+from turbotts.optional import SERVER_MODULES, explain_missing, require
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="TurboTTS: serve ChatTTS fast."
@@ -165,6 +166,7 @@ def seal(
     ),
 ) -> None:
     """Encrypt a checkpoint (AES-256-GCM) and sign its manifest (Ed25519)."""
+    require("cryptography", purpose="turbotts seal")
     from turbotts.guard.seal import seal_command
 
     raise typer.Exit(seal_command(checkpoint, out, key_env, signing_key))
@@ -178,6 +180,7 @@ def sign(
     ),
 ) -> None:
     """Sign a plain checkpoint (manifest.json + manifest.sig) so --public-key verifies every file before loading."""
+    require("cryptography", purpose="turbotts sign")
     from turbotts.guard.seal import sign_command
 
     raise typer.Exit(sign_command(checkpoint, signing_key))
@@ -191,6 +194,7 @@ def watermark_detect(
     ),
 ) -> None:
     """Recover the watermark payload (key id, time, request hash) from an audio file."""
+    require("cryptography", "av", purpose="turbotts watermark detect")
     from turbotts.guard.seal import aes_key_from_env
     from turbotts.guard.watermark_cli import watermark_detect_command
 
@@ -265,6 +269,7 @@ def serve(
     log_format: Annotated[str | None, typer.Option("--log-format", help="json (default) or text.")] = None,
 ) -> None:
     """Serve the OpenAI-compatible speech API (flags > TURBOTTS_* environment > --config file > defaults)."""
+    require(*SERVER_MODULES, purpose="turbotts serve")
     import uvicorn
     from pydantic import ValidationError
 
@@ -321,4 +326,10 @@ def main() -> None:
         app()
     except TurboTTSError as exc:
         typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+        sys.exit(USAGE_ERROR)
+    except ModuleNotFoundError as exc:
+        missing = explain_missing(exc, f"turbotts {' '.join(sys.argv[1:2])}".strip())
+        if missing is None:
+            raise
+        typer.secho(f"error: {missing}", err=True, fg=typer.colors.RED)
         sys.exit(USAGE_ERROR)

@@ -6,6 +6,7 @@ message says what happened and what to do::
     TurboTTSError
     ├── CheckpointError        weights missing, malformed, tampered or the wrong shape
     │   └── DownloadError      the model hub could not be reached
+    ├── MissingDependencyError an optional package is not installed (the message has the pip command)
     ├── InvalidInputError      bad text, voice string or parameter (also a ValueError)
     │   └── VoiceError         a voice string that cannot be decoded
     └── EngineError            the engine cannot take or finish work
@@ -28,6 +29,10 @@ class CheckpointError(TurboTTSError):
 
 class DownloadError(CheckpointError):
     """Fetching the official weights failed."""
+
+
+class MissingDependencyError(TurboTTSError):
+    """A feature needs an optional package that is not installed."""
 
 
 class InvalidInputError(TurboTTSError, ValueError):

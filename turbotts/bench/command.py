@@ -28,6 +28,7 @@ from turbotts.cli_options import (
 )
 from turbotts.config import EngineConfig, StreamingConfig
 from turbotts.model.chattts import ChatTTSModel
+from turbotts.optional import require
 
 PROBE_FRAMES = 48
 
@@ -76,6 +77,8 @@ def bench(
 
     from turbotts.model.loader import load_model
 
+    if plot_path is not None:
+        require("matplotlib", purpose="--plot")
     modes = _list(mode, str, "--mode")
     bad = [m for m in modes if m not in MODES]
     if bad:

@@ -19,6 +19,7 @@ import torch
 import typer
 
 from turbotts.cli_options import CheckpointOpt, DummySizeOpt, KeyEnvOpt, LoadFormatOpt, PublicKeyOpt, model_source
+from turbotts.optional import require
 from turbotts.quality.mcd import mcd_db
 from turbotts.quality.metrics import code_agreement, mean_kl
 from turbotts.quality.probe import ProbeSpec
@@ -132,6 +133,8 @@ def quant_sweep(
     """Measure each precision mode against fp32: code agreement, KL, MCD, weight bytes, RSS, step time."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if plot_path is not None:
+        require("matplotlib", purpose="--plot")
     names = parse_modes(modes)
     sentences = list(DEFAULT_TEXTS)
     if texts is not None:
