@@ -1,89 +1,112 @@
-"""Memory stays flat however long the text: a 50,000-character request against a 500-character one.
+"""Look-ahead is bounded however long the text, and memory shows it.
 
-The server runs in its own process (``turbotts serve``) so its peak RSS (VmHWM)
-is the server's alone. Segments are synthesized at most two ahead and streamed
-as they come, so the peak after the long request should hardly move.
+A real ``turbotts serve`` process (its RSS is the server's alone) gets a long
+request from a client that stops reading after the first bytes. With the bound,
+the server synthesizes ``max_segments_in_flight`` segments and waits for the
+client; without it, it would synthesize every segment and hold all their audio.
+The test asserts the bound from the server's own gauges, and the RSS while the
+client stalls, with segments long enough (up to 0.4 MB of audio each, about 60)
+that unbounded look-ahead would add tens of MiB.
 """
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
-import psutil
 import pytest
 
-SENTENCE = "The quick brown fox jumps over the lazy dog, then rests a while. "
+from tests.serve_process import start_serve
+from tests.server.guards_util import metric
+
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
+NUM_SENTENCES = 120  # packed two to a segment by the splitter: about 60 segments
+FRAMES_PER_SEGMENT = 200  # 200 * 512 samples * 4 bytes ≈ 0.4 MB of float32 audio per segment
 MIB = 2**20
 
 
-def _peak_rss_bytes(pid: int) -> int:
+def _distinct_sentences(count: int, offset: int = 0) -> str:
+    return " ".join(
+        f"The {WORDS[(i + offset) % 15]} {WORDS[(i // 15 + offset) % 15]} fox jumps over the lazy dog, then rests."
+        for i in range(count)
+    )
+
+
+def _rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
+    raise AssertionError("no VmRSS")
 
 
-def _stream_pcm(url: str, text: str) -> int:
-    body = {"input": text, "response_format": "pcm", "seed": 1, "max_new_tokens": 2}
-    num_bytes = 0
-    with httpx.Client(timeout=600) as client, client.stream("POST", f"{url}/v1/audio/speech", json=body) as response:
-        assert response.status_code == 200, response.read()
-        for chunk in response.iter_bytes():
-            num_bytes += len(chunk)
-    return num_bytes
+def _open_stalled_stream(url: str, text: str) -> socket.socket:
+    """POST a streamed PCM request on a raw socket with a tiny receive buffer, read its first bytes, stop reading."""
+    import json
+
+    host, port = url.removeprefix("http://").split(":")
+    body = json.dumps({"input": text, "response_format": "pcm", "seed": 1}).encode()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((host, int(port)))
+    head = (f"POST /v1/audio/speech HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
+    sock.sendall(head + body)
+    assert b" 200 " in sock.recv(1024).split(b"\r\n", 1)[0]
+    return sock
+
+
+def _wait_until_engine_idle(url: str, timeout_s: float = 300) -> None:
+    """Until the engine has nothing running or waiting for a few polls in a row: all a stall lets it do is done."""
+    deadline, idle_polls = time.monotonic() + timeout_s, 0
+    while idle_polls < 5:
+        assert time.monotonic() < deadline, "the engine never went idle"
+        busy = metric(url, "turbotts_running_sequences") + metric(url, "turbotts_queue_depth")
+        idle_polls = idle_polls + 1 if busy == 0 else 0
+        time.sleep(0.2)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/status")
-def test_peak_rss_is_flat_from_500_to_50000_characters(tmp_path: Path) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {
-        **os.environ,
-        "TURBOTTS_MAX_INPUT_CHARS": "60000",
-        "TURBOTTS_VOICES_DB": str(tmp_path / "voices.sqlite3"),
-        "TURBOTTS_KV_BUDGET_BYTES": str(64 * MIB),
-        "TURBOTTS_LOG_LEVEL": "warning",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "turbotts", "serve", "--load-format", "dummy", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+def test_a_stalled_client_holds_at_most_two_segments(tmp_path: Path) -> None:
+    env = {"TURBOTTS_MAX_INPUT_CHARS": "60000", "TURBOTTS_MAX_NEW_TOKENS": str(FRAMES_PER_SEGMENT),
+           "TURBOTTS_LOG_LEVEL": "warning"}  # fmt: skip
+    process, url = start_serve(tmp_path, "--load-format", "dummy", "--cache-max-bytes", "0", env=env)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.2)
-        short_text = (SENTENCE * 8)[:500]
-        long_text = (SENTENCE * 800)[:50_000]
-        _stream_pcm(url, short_text)  # warm up allocators and caches
-        short_bytes = _stream_pcm(url, short_text)
-        peak_short = _peak_rss_bytes(process.pid)
-        started = time.monotonic()
-        long_bytes = _stream_pcm(url, long_text)
-        elapsed_s = time.monotonic() - started
-        peak_long = _peak_rss_bytes(process.pid)
-        rss_now = psutil.Process(process.pid).memory_info().rss
+        text = _distinct_sentences(NUM_SENTENCES)  # no two alike: nothing is shared or cached
+        # warm up on a request of the same shape, read to the end: allocators reach their steady state
+        warm = _open_stalled_stream(url, _distinct_sentences(NUM_SENTENCES, offset=7))
+        while warm.recv(65536):
+            pass
+        warm.close()
+        _wait_until_engine_idle(url)
+        rss_before = _rss_bytes(process.pid)
+        warm_engine_requests = metric(url, "turbotts_engine_requests_total")
+        stalled = _open_stalled_stream(url, text)
+        _wait_until_engine_idle(url)
+        rss_stalled = _rss_bytes(process.pid)
+        in_flight_stalled = metric(url, "turbotts_segments_in_flight")
+        num_engine_requests = metric(url, "turbotts_engine_requests_total") - warm_engine_requests
+        num_bytes = 0
+        while chunk := stalled.recv(1 << 20):
+            num_bytes += len(chunk)
+        stalled.close()
+        peak = metric(url, "turbotts_segments_in_flight_peak")
+        in_flight_after = metric(url, "turbotts_segments_in_flight")
+        total_engine_requests = metric(url, "turbotts_engine_requests_total") - warm_engine_requests
     finally:
         process.terminate()
         process.wait(30)
-    growth = peak_long - peak_short
+    growth = rss_stalled - rss_before
     print(
-        f"\npeak RSS after 500 chars: {peak_short / MIB:.1f} MiB; after 50,000 chars: {peak_long / MIB:.1f} MiB "
-        f"(+{growth / MIB:.1f} MiB); RSS now {rss_now / MIB:.1f} MiB; audio {short_bytes} vs {long_bytes} bytes; "
-        f"long request took {elapsed_s:.1f} s"
+        f"\nstalled client: {in_flight_stalled:.0f} segments in flight, {num_engine_requests:.0f} engine requests "
+        f"so far, RSS {rss_before / MIB:.1f} -> {rss_stalled / MIB:.1f} MiB (+{growth / MIB:.1f}); then "
+        f"{num_bytes} bytes read, {total_engine_requests:.0f} engine requests in all, peak look-ahead {peak:.0f}"
     )
-    assert long_bytes > 50 * short_bytes  # the long text really was synthesized, segment by segment
-    assert growth < 40 * MIB
+    assert peak == 2  # the look-ahead happens (2) and is bounded (not 3, not NUM_SEGMENTS)
+    assert in_flight_stalled <= 2 and in_flight_after == 0
+    # the stall stops synthesis: what passed is the look-ahead plus what the kernel's socket buffers absorbed
+    assert num_engine_requests < total_engine_requests / 2
+    assert total_engine_requests >= NUM_SENTENCES / 2  # the text really was many segments, all synthesized
+    assert num_bytes > NUM_SENTENCES / 2 * FRAMES_PER_SEGMENT * 512  # ≥ half of the audio asked for, in 16-bit PCM
+    assert growth < 24 * MIB  # measured: +11 MiB bounded, +44 MiB with the bound removed

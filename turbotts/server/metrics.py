@@ -98,6 +98,15 @@ class Metrics:
         self.running = Gauge("turbotts_running_sequences", "Sequences holding a KV slot.", registry=r)
         self.free_slots = Gauge("turbotts_free_kv_slots", "KV slots free.", registry=r)
         self.tokens_per_s = Gauge("turbotts_tokens_per_second", "Decoded tokens per second (5 s window).", registry=r)
+        self.segments_in_flight = Gauge(
+            "turbotts_segments_in_flight", "Segments started and not yet fully streamed, all requests.", registry=r
+        )
+        self.segments_in_flight_peak = Gauge(
+            "turbotts_segments_in_flight_peak",
+            "Most segments one request has had in flight at once since start (bounded by max_segments_in_flight).",
+            registry=r,
+        )
+        self._peak_per_request = 0
         self.engine_requests = Counter(
             "turbotts_engine_requests_total",
             "Segments sent to the engine (cache hits and shared flights are not).",
@@ -122,6 +131,13 @@ class Metrics:
         self.batch_size.set(stats.last_batch_size)
         self.free_slots.set(stats.num_free_slots)
         self.tokens_per_s.set(stats.tokens_per_s)
+
+    def observe_segments_in_flight(self, change: int, num_in_request: int) -> None:
+        """A request's look-ahead moved by ``change`` and now holds ``num_in_request`` segments."""
+        self.segments_in_flight.inc(change)
+        if num_in_request > self._peak_per_request:
+            self._peak_per_request = num_in_request
+            self.segments_in_flight_peak.set(num_in_request)
 
     def observe_response(self, route: str, status: int, duration_s: float) -> None:
         self.request_duration_s.labels(route, str(status)).observe(duration_s)

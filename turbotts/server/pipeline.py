@@ -167,6 +167,7 @@ class SegmentPipeline:
         sample_rate_hz: int = 24000,
         count_tokens: Callable[[str], int] | None = None,
         source: SegmentSource | None = None,
+        observe_in_flight: Callable[[int, int], None] | None = None,
     ) -> None:
         self.engine = engine
         self.params = params
@@ -178,6 +179,13 @@ class SegmentPipeline:
         self.source = source or EngineSource(engine, params)
         self.tally = SynthesisTally()
         self._ids = itertools.count()
+        self._observe_in_flight = observe_in_flight  # (change, segments now in flight): a metric
+        self.num_in_flight = 0
+
+    def _count_in_flight(self, change: int) -> None:
+        self.num_in_flight += change
+        if self._observe_in_flight is not None:
+            self._observe_in_flight(change, self.num_in_flight)
 
     async def audio(self, segments: AsyncIterable[str]) -> AsyncIterator[np.ndarray]:
         """Float32 audio of every segment, in order, crossfaded and time-stretched.
@@ -216,6 +224,7 @@ class SegmentPipeline:
                 finally:
                     started.remove(item)
                     slots.release()
+                    self._count_in_flight(-1)
             tail = self._post(joiner.finish(), stretcher)
             if stretcher is not None:
                 flushed = stretcher.flush()
@@ -235,6 +244,8 @@ class SegmentPipeline:
                     started.append(item)
             for segment in started:
                 segment.task.cancel()  # closes its engine iterator, which aborts the engine request
+            if self.num_in_flight:
+                self._count_in_flight(-self.num_in_flight)
 
     def _post(self, pcm: np.ndarray, stretcher: StreamTimeStretcher | None) -> np.ndarray:
         out = stretcher.process(pcm) if stretcher is not None and pcm.size else pcm
@@ -249,6 +260,7 @@ class SegmentPipeline:
                     self.tally.num_input_tokens += self.count_tokens(text)
                 request_id = f"{self.request_id}.{next(self._ids)}"
                 ring.put_nowait(_Segment(self.source, text, request_id))
+                self._count_in_flight(+1)
             ring.put_nowait(_END)
         except asyncio.CancelledError:
             raise

@@ -265,6 +265,7 @@ class SpeechService:
             sample_rate_hz=self.sample_rate_hz,
             count_tokens=self._count_tokens,
             source=source,
+            observe_in_flight=self.metrics.observe_segments_in_flight,
         )
         guards = self.guards
         watermark = None
