@@ -21,7 +21,8 @@ import pytest
 from tests.serve_process import start_serve
 from tests.server.guards_util import metric
 
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo",
+         "lima", "mike", "november", "oscar")  # fmt: skip
 NUM_SENTENCES = 120  # packed two to a segment by the splitter: about 60 segments
 FRAMES_PER_SEGMENT = 200  # 200 * 512 samples * 4 bytes ≈ 0.4 MB of float32 audio per segment
 MIB = 2**20
