@@ -97,6 +97,7 @@ class Metrics:
         self.batch_size = Gauge("turbotts_running_batch_size", "Sequences in the last engine step.", registry=r)
         self.running = Gauge("turbotts_running_sequences", "Sequences holding a KV slot.", registry=r)
         self.free_slots = Gauge("turbotts_free_kv_slots", "KV slots free.", registry=r)
+        self.engine_steps = Gauge("turbotts_engine_steps", "Engine steps since start.", registry=r)
         self.tokens_per_s = Gauge("turbotts_tokens_per_second", "Decoded tokens per second (5 s window).", registry=r)
         self.segments_in_flight = Gauge(
             "turbotts_segments_in_flight", "Segments started and not yet fully streamed, all requests.", registry=r
@@ -130,6 +131,7 @@ class Metrics:
         self.running.set(stats.num_running)
         self.batch_size.set(stats.last_batch_size)
         self.free_slots.set(stats.num_free_slots)
+        self.engine_steps.set(stats.num_steps)
         self.tokens_per_s.set(stats.tokens_per_s)
 
     def observe_segments_in_flight(self, change: int, num_in_request: int) -> None:
