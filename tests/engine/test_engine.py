@@ -50,7 +50,8 @@ def sampled(seed: int, max_new: int = 30) -> SynthesisParams:
 def test_a_request_gives_the_same_codes_alone_and_in_a_batch_of_nine() -> None:
     alone = EngineCore(model(), EngineConfig(max_batch_size=1))
     alone.add_request("target", TEXTS[0], sampled(1234))
-    codes_alone = run_all(alone)["target"][-1].codes
+    outputs_alone = run_all(alone)["target"]
+    codes_alone = outputs_alone[-1].codes
 
     batch = EngineCore(model(), EngineConfig(max_batch_size=16))
     batch.add_request("other-0", TEXTS[1], sampled(1))
@@ -59,9 +60,14 @@ def test_a_request_gives_the_same_codes_alone_and_in_a_batch_of_nine() -> None:
     for i, text in enumerate(TEXTS[2:], start=1):
         batch.add_request(f"other-{i}", text, sampled(i + 1, max_new=10 + 3 * i))
     outputs = run_all(batch)
-    assert outputs["target"][-1].codes == codes_alone
+    assert outputs["target"][-1].codes == codes_alone  # the codes: exactly equal
     assert codes_alone and len(codes_alone[0]) == 4
     assert len({str(outputs[f"other-{i}"][-1].codes) for i in range(8)}) > 1  # others really differ
+    # the audio: equal to float rounding (batched matmuls sum in another order), far below one 16-bit step (3e-5)
+    audio_alone = np.concatenate([out.audio for out in outputs_alone])
+    audio_batched = np.concatenate([out.audio for out in outputs["target"]])
+    assert audio_batched.shape == audio_alone.shape and np.abs(audio_alone).max() > 0.01
+    np.testing.assert_allclose(audio_batched, audio_alone, rtol=0, atol=1e-5)
 
 
 def test_different_seeds_give_different_codes() -> None:
