@@ -7,10 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.golden import FIXTURE_DIR
+from tests.golden import FIXTURE_DIR, case, tensors
 from turbotts.model.speaker import decode_voice
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TURBOTTS_HOME": "/nonexistent-turbotts-home"}
@@ -42,6 +43,20 @@ def test_say_on_the_fixture_checkpoint_writes_24khz_wav(tmp_path: Path) -> None:
     audio, rate = sf.read(str(out), dtype="float32")
     assert rate == 24000
     assert len(audio) == 512 * 30 - 256  # random weights never stop early with greedy on this text
+
+
+def test_say_greedy_is_the_official_greedy_audio(tmp_path: Path) -> None:
+    """`say --greedy` on the fixture equals the official package's near-greedy (temperature 1e-6) waveform
+    of golden case j1, to parity tolerance plus the 16-bit rounding of the WAV file."""
+    golden = tensors("j1_e2e_decoder")["wavs_unstripped"][0].numpy()
+    text = case("j1_e2e_decoder")["inputs"]["texts"][0]
+    out = tmp_path / "greedy.wav"
+    result = run_cli("say", text, "-o", str(out), "--checkpoint", str(FIXTURE_DIR), "--greedy", "--skip-refine",
+                     "--max-new-tokens", "40")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    audio, rate = sf.read(str(out), dtype="float32")
+    assert rate == 24000 and audio.shape == golden.shape
+    np.testing.assert_allclose(audio, golden, rtol=0, atol=1e-4 + 1 / 32768)
 
 
 def test_say_on_dummy_weights_with_refine(tmp_path: Path) -> None:
