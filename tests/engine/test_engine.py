@@ -219,9 +219,29 @@ def test_cuda_graph_mode_needs_a_gpu() -> None:
     import torch
 
     if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU; the graph path itself is exercised by the bench there")
+        pytest.skip("this machine has a GPU: test_cuda_graph_replay_equals_eager_decode runs the graph path")
     with pytest.raises(EngineError, match="CUDA"):
         EngineCore(model(), EngineConfig(decode_mode="graphs"))
+
+
+@pytest.mark.gpu
+def test_cuda_graph_replay_equals_eager_decode() -> None:
+    """On a GPU: codes from captured-graph replay equal eager decode, bucket by bucket, as rows finish."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (run with `pytest -m gpu` where one is present)")
+    gpu_model = load_model(ModelSource(checkpoint=FIXTURE_DIR), device="cuda")
+    results = {}
+    for mode in ("eager", "graphs"):
+        core = EngineCore(gpu_model, EngineConfig(decode_mode=mode, max_batch_size=6))
+        for i, text in enumerate(TEXTS[:5]):  # 5 rows replay the 6-row graph, then smaller ones as they finish
+            core.add_request(str(i), text, sampled(i, max_new=8 + 4 * i))
+        results[mode] = {k: v[-1].codes for k, v in run_all(core).items()}
+    assert results["graphs"] == results["eager"]
+    graph_core = EngineCore(gpu_model, EngineConfig(decode_mode="graphs", max_batch_size=6))
+    decoder = graph_core.runner.static_decoder
+    assert decoder is not None and decoder.bucket_sizes == [1, 2, 4, 6]
 
 
 def test_bf16_vocoder_stays_close_to_fp32() -> None:
