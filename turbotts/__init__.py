@@ -23,7 +23,7 @@ _EXPORTS = {
     "QueueFullError": "turbotts.errors",
     "TurboTTSError": "turbotts.errors",
     "VoiceError": "turbotts.errors",
-    "ModelSource": "turbotts.model.loader",
+    "ModelSource": "turbotts.sources",
     "SamplingParams": "turbotts.params",
     "SynthesisParams": "turbotts.params",
 }
@@ -57,8 +57,8 @@ if TYPE_CHECKING:
         TurboTTSError,
         VoiceError,
     )
-    from turbotts.model.loader import ModelSource
     from turbotts.params import SamplingParams, SynthesisParams
+    from turbotts.sources import ModelSource
 
 
 def __getattr__(name: str) -> Any:

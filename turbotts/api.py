@@ -22,8 +22,8 @@ from turbotts.config import EngineConfig
 from turbotts.engine.core import EngineCore
 from turbotts.engine.request import RequestOutput
 from turbotts.model.chattts import ChatTTSModel
-from turbotts.model.loader import ModelSource, load_model
 from turbotts.params import SynthesisParams
+from turbotts.sources import ModelSource, load_model
 
 
 @dataclass(frozen=True)

@@ -145,8 +145,8 @@ def voices_random(
 
     Without --checkpoint or dummy weights it uses the official statistics (768 wide).
     """
-    from turbotts.model.loader import speaker_stats_for
     from turbotts.model.speaker import encode_voice, sample_random_voice
+    from turbotts.sources import speaker_stats_for
 
     stats = speaker_stats_for(model_source(checkpoint, load_format, dummy_size, key_env, public_key))
     typer.echo(encode_voice(sample_random_voice(stats, seed)))
@@ -167,7 +167,7 @@ def seal(
 ) -> None:
     """Encrypt a checkpoint (AES-256-GCM) and sign its manifest (Ed25519)."""
     require("cryptography", purpose="turbotts seal")
-    from turbotts.guard.seal import seal_command
+    from turbotts.seal_commands import seal_command
 
     raise typer.Exit(seal_command(checkpoint, out, key_env, signing_key))
 
@@ -181,7 +181,7 @@ def sign(
 ) -> None:
     """Sign a plain checkpoint (manifest.json + manifest.sig) so --public-key verifies every file before loading."""
     require("cryptography", purpose="turbotts sign")
-    from turbotts.guard.seal import sign_command
+    from turbotts.seal_commands import sign_command
 
     raise typer.Exit(sign_command(checkpoint, signing_key))
 
@@ -195,10 +195,10 @@ def watermark_detect(
 ) -> None:
     """Recover the watermark payload (key id, time, request hash) from an audio file."""
     require("cryptography", "av", purpose="turbotts watermark detect")
-    from turbotts.guard.seal import aes_key_from_env
+    from turbotts.guard.keys import secret_key_from_env
     from turbotts.guard.watermark_cli import watermark_detect_command
 
-    raise typer.Exit(watermark_detect_command(str(file), aes_key_from_env(key_env)))
+    raise typer.Exit(watermark_detect_command(str(file), secret_key_from_env(key_env)))
 
 
 def _register_commands() -> None:

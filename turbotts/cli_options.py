@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from turbotts.model.loader import ModelSource
+    from turbotts.sources import ModelSource
 
 CheckpointOpt = Annotated[
     Path | None,
@@ -48,7 +48,7 @@ def model_source(
     public_key: Path | None = None,
 ) -> ModelSource:
     """The one place command-line flags become a :class:`ModelSource` (validated there)."""
-    from turbotts.model.loader import ModelSource
+    from turbotts.sources import ModelSource
 
     return ModelSource(
         checkpoint=checkpoint,

@@ -13,7 +13,7 @@ from turbotts import EngineConfig, InvalidInputError, QueueFullError, SamplingPa
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.engine.core import EngineCore
 from turbotts.model.chattts import ChatTTSModel
-from turbotts.model.loader import ModelSource, load_model
+from turbotts.sources import ModelSource, load_model
 
 
 @cache

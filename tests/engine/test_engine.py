@@ -14,7 +14,7 @@ from turbotts import EngineConfig, EngineError, QueueFullError, SamplingParams, 
 from turbotts.engine.core import EngineCore
 from turbotts.engine.request import RequestOutput
 from turbotts.model.chattts import ChatTTSModel
-from turbotts.model.loader import ModelSource, load_model
+from turbotts.sources import ModelSource, load_model
 
 TEXTS = [
     "你好，欢迎使用语音合成。",

@@ -14,7 +14,7 @@ from tests.golden import FIXTURE_DIR
 from turbotts.errors import CheckpointError
 from turbotts.model import checkpoint as ckpt
 from turbotts.model.dummy import FULL_CONFIG, TINY_CONFIG, write_dummy_checkpoint
-from turbotts.model.loader import ModelSource, load_model
+from turbotts.sources import ModelSource, load_model
 from turbotts.model.official_keys import official_shapes
 
 

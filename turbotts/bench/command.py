@@ -75,7 +75,7 @@ def bench(
     """Measure throughput, TTFA, latency and step times of the engine (JSON + optional PNG)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from turbotts.model.loader import load_model
+    from turbotts.sources import load_model
 
     if plot_path is not None:
         require("matplotlib", purpose="--plot")

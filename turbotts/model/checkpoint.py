@@ -91,6 +91,13 @@ class Checkpoint:
         return digest.hexdigest()[:16]
 
 
+def checkpoint_file_list(root: Path) -> list[str]:
+    """The files that make a checkpoint (to seal or sign): the root config and everything under ``asset/``."""
+    files = [ROOT_CONFIG_FILE] if (root / ROOT_CONFIG_FILE).is_file() else []
+    files += sorted(p.relative_to(root).as_posix() for p in (root / "asset").rglob("*") if p.is_file())
+    return files
+
+
 def open_checkpoint(root: str | Path, *, verify: bool = True) -> Checkpoint:
     """Check that ``root`` holds a loadable checkpoint.
 

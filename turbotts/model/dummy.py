@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import save_file
 
 from turbotts.config import ConvDecoderConfig, DVAEConfig, GPTConfig, ModelConfig, VocosConfig, VQConfig
+from turbotts.errors import CheckpointError
 from turbotts.model import checkpoint as ckpt
 from turbotts.model.melbank import mel_filterbank
 
@@ -223,3 +224,41 @@ def write_dummy_checkpoint(target: str | Path, size: str = "tiny", seed: int = 0
     )
     (root / ckpt.ROOT_CONFIG_FILE).write_text(json.dumps(root_config(config, size, seed), ensure_ascii=False, indent=2))
     return root
+
+
+class DummyFiles:
+    """Random weights in the official layout, made in memory file by file (see :class:`CheckpointFiles`)."""
+
+    def __init__(self, size: str = "tiny", seed: int = 0) -> None:
+        if size not in SIZES:
+            raise CheckpointError(f"--dummy-size must be one of {', '.join(SIZES)}, not {size!r}")
+        self.size, self.seed, self.config = size, seed, SIZES[size]
+        self.origin = f"dummy-{size}"
+        self.is_dummy = True
+        num_text_tokens = self.config.gpt.num_text_tokens
+        self._texts = {
+            ckpt.ROOT_CONFIG_FILE: json.dumps(root_config(self.config, size, seed), ensure_ascii=False),
+            ckpt.GPT_CONFIG_FILE: json.dumps(gpt_config_json(self.config.gpt)),
+            ckpt.TOKENIZER_FILE: tokenizer_json(num_text_tokens),
+        }
+
+    def has(self, relative: str) -> bool:
+        from turbotts.model.official_keys import official_shapes
+
+        return relative in self._texts or relative in official_shapes(self.config)
+
+    def read(self, relative: str) -> bytes:
+        if relative not in self._texts:
+            raise CheckpointError(f"dummy weights have no file {relative}")
+        return self._texts[relative].encode("utf-8")
+
+    def tensors(self, relative: str) -> dict[str, torch.Tensor]:
+        from turbotts.model.official_keys import official_shapes
+
+        shapes = official_shapes(self.config).get(relative)
+        if shapes is None:
+            raise CheckpointError(f"dummy weights have no file {relative}")
+        return {name: dummy_tensor(name, shape, self.seed, self.config).contiguous() for name, shape in shapes.items()}
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(f"dummy:{self.size}:{self.seed}".encode()).hexdigest()[:16]

@@ -106,7 +106,7 @@ def quality_check(
     threshold_db: Annotated[float, typer.Option("--threshold-db", help="Largest mean MCD that passes.")] = 0.2,
 ) -> None:
     """Synthesize fixed sentences and fail (exit 1) if their mean MCD to the baseline exceeds the threshold."""
-    from turbotts.model.loader import load_model
+    from turbotts.sources import load_model
 
     stored: list[np.ndarray] = []
     meta: dict[str, Any] = {}

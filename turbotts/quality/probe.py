@@ -28,8 +28,8 @@ from turbotts.bench.roofline import decode_weight_bytes
 from turbotts.engine.vocoder_runner import VocoderRunner
 from turbotts.model.attention import DecodeMetadata, PrefillMetadata
 from turbotts.model.chattts import ChatTTSModel
-from turbotts.model.loader import ModelSource, load_model
 from turbotts.model.tokenizer import decorate_code_prompt
+from turbotts.sources import ModelSource, load_model
 
 TIMING_CONTEXT = 64  # cached tokens per row while timing decode steps
 TIMING_STEPS = 8

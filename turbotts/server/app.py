@@ -21,7 +21,6 @@ from turbotts.engine.async_engine import AsyncEngine
 from turbotts.engine.core import EngineCore
 from turbotts.errors import TurboTTSError
 from turbotts.guard.apikeys import APIKeyStore
-from turbotts.model.loader import load_model
 from turbotts.server.context import install_log_filter
 from turbotts.server.errors import install_error_handlers
 from turbotts.server.guards import Guards, build_guards, watch_pressure
@@ -31,6 +30,7 @@ from turbotts.server.routes import admin, health, speech, voices, ws
 from turbotts.server.service import SpeechService
 from turbotts.server.settings import ServerSettings
 from turbotts.server.voices import VoiceStore
+from turbotts.sources import load_model
 
 logger = logging.getLogger(__name__)
 

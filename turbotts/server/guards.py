@@ -29,6 +29,7 @@ from turbotts.engine.async_engine import AsyncEngine
 from turbotts.errors import InvalidInputError
 from turbotts.guard.admission import AdmissionConfig, AdmissionController, PressureSample
 from turbotts.guard.content_filter import ContentFilter
+from turbotts.guard.keys import parse_secret_key
 from turbotts.guard.ratelimit import LocalRateLimiter, RateLimitConfig, RateLimiter, RedisRateLimiter
 from turbotts.guard.watermark import resample
 from turbotts.server.audio_cache import AudioCache
@@ -166,7 +167,7 @@ def _watermark_key(settings: ServerSettings) -> bytes | None:
             "set TURBOTTS_WATERMARK_KEY (openssl rand -hex 32) to keep marks detectable"
         )
         return secrets.token_bytes(32)
-    return bytes.fromhex(settings.watermark_key.get_secret_value())
+    return parse_secret_key(settings.watermark_key.get_secret_value(), "watermark_key")
 
 
 def load_clip(path: Path, sample_rate_hz: int) -> np.ndarray:

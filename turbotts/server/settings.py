@@ -23,7 +23,8 @@ from pydantic_settings import (
 
 from turbotts.config import EngineConfig
 from turbotts.errors import InvalidInputError
-from turbotts.model.loader import ModelSource
+from turbotts.guard.keys import parse_secret_key
+from turbotts.sources import ModelSource
 
 ENV_PREFIX = "TURBOTTS_"
 _FILE_SOURCES: dict[str, Any] = {
@@ -84,7 +85,7 @@ class ServerSettings(BaseSettings):
     rate_limit_burst: int = Field(default=20, ge=0)
     blocklist: Path | None = Field(default=None, description="One blocked term per line; reload: SIGHUP or admin.")
     watermark: bool = Field(default=True, description="Mark every synthesized waveform (--no-watermark: off).")
-    watermark_key: SecretStr | None = Field(default=None, description="32 bytes as 64 hex digits.")
+    watermark_key: SecretStr | None = Field(default=None, description="32 bytes as 64 hex digits or base64.")
     watermark_key_id: int = Field(default=0, ge=0, le=255)
     admission_window_s: float = Field(default=2.0, ge=0.0, description="Pressure must last this long to refuse.")
     admission_max_waiting: int = Field(default=512, ge=0, description="0 = off.")
@@ -104,11 +105,9 @@ class ServerSettings(BaseSettings):
     def _check_watermark_key(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None:
             try:
-                key = bytes.fromhex(value.get_secret_value())
-            except ValueError:
-                key = b""
-            if len(key) != 32:
-                raise ValueError("watermark_key must be 32 bytes as 64 hex digits; make one: openssl rand -hex 32")
+                parse_secret_key(value.get_secret_value(), "watermark_key")
+            except InvalidInputError as exc:
+                raise ValueError(str(exc)) from exc
         return value
 
     @model_validator(mode="after")
