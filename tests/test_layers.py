@@ -1,0 +1,110 @@
+"""The import graph: no cycle between modules, and every layer imports only the layers below it.
+
+Function-level (lazy) imports count too: a lazy import hides a cycle from Python, not from a reader.
+Read from the source with ``ast``, so nothing is imported to check it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "turbotts"
+BASE = {"errors", "config", "params", "optional"}
+#: layer -> the layers it may import (besides itself)
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "config": {"errors"},
+    "params": {"errors"},
+    "optional": {"errors"},
+    "text": BASE,
+    "model": BASE,  # the model never knows about requests, guards or the server
+    "engine": BASE | {"text", "model"},  # requests meet tensors here, and only here
+    "cache": BASE,
+    "guard": BASE | {"cache", "text"},  # guards never import the model or the engine
+    "sources": BASE | {"model", "guard"},
+    "seal_commands": BASE | {"model", "guard"},
+    "api": BASE | {"model", "engine", "text", "sources"},
+    "server": BASE | {"text", "model", "engine", "cache", "guard", "sources", "api"},
+    "cli_options": BASE | {"sources"},
+    "bench": BASE | {"text", "model", "engine", "sources", "api", "cli_options"},
+    "quality": BASE | {"text", "model", "engine", "sources", "api", "cli_options", "bench"},
+    "cli": BASE
+    | {
+        "text",
+        "model",
+        "engine",
+        "cache",
+        "guard",
+        "sources",
+        "api",
+        "server",
+        "cli_options",
+        "bench",
+        "quality",
+        "seal_commands",
+    },
+    "__main__": {"cli"},
+    "__init__": BASE | {"api", "sources", "engine", "model"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("turbotts"):
+                for alias in node.names:
+                    target = f"{node.module}.{alias.name}"
+                    graph[name].add(target if target in modules else str(node.module))
+            elif isinstance(node, ast.Import):
+                graph[name].update(a.name for a in node.names if a.name in modules)
+    return graph
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_layer_imports_only_layers_below_it() -> None:
+    wrong = sorted(
+        f"{source} imports {target}"
+        for source, targets in _import_graph().items()
+        for target in targets
+        if _layer(target) != _layer(source) and _layer(target) not in ALLOWED[_layer(source)]
+    )
+    assert wrong == []
+
+
+def test_every_module_belongs_to_a_known_layer() -> None:
+    assert {_layer(m) for m in _import_graph()} <= set(ALLOWED)
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    graph = _import_graph()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles: list[list[str]] = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if target == module:
+                continue
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
