@@ -99,22 +99,19 @@ def say(
     no_normalize: Annotated[bool, typer.Option("--no-normalize", help="Skip number/symbol normalization.")] = False,
 ) -> None:
     """Synthesize TEXT into a 24 kHz WAV file."""
-    from dataclasses import replace
-
     import soundfile as sf
 
     from turbotts.api import TTS
-    from turbotts.params import SamplingParams, SynthesisParams, default_refine_params
+    from turbotts.params import SynthesisParams, user_sampling
 
-    code = SamplingParams(
+    code, refine = user_sampling(
+        max_new_tokens=max_new_tokens,
         temperature=temperature,
         top_p=top_p,
         top_k=top_k,
         repetition_penalty=repetition_penalty,
-        max_new_tokens=max_new_tokens,
         greedy=greedy,
     )
-    refine = replace(default_refine_params(), greedy=greedy)
     params = SynthesisParams(
         code=code,
         refine=refine,

@@ -8,7 +8,8 @@ Defaults equal the official package's ``InferCodeParams`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from turbotts.errors import InvalidInputError
 
@@ -68,6 +69,35 @@ class SamplingParams:
 def default_refine_params() -> SamplingParams:
     """The official ``RefineTextParams``: hotter, no repetition penalty, 384 tokens."""
     return SamplingParams(temperature=0.7, top_p=0.7, top_k=20, repetition_penalty=1.0, max_new_tokens=384)
+
+
+def user_sampling(
+    *,
+    max_new_tokens: int | None = None,
+    max_new_tokens_cap: int | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    repetition_penalty: float | None = None,
+    greedy: bool = False,
+) -> tuple[SamplingParams, SamplingParams]:
+    """``(code, refine)`` params from what a user set (CLI flags, request fields); the one place they are built.
+
+    Unset fields keep the official defaults; ``max_new_tokens_cap`` (a server's limit) bounds both passes;
+    ``greedy`` applies to both. Raises InvalidInputError on out-of-range values.
+    """
+    fields: dict[str, Any] = {
+        "temperature": temperature, "top_p": top_p, "top_k": top_k, "repetition_penalty": repetition_penalty,
+    }  # fmt: skip
+    code = replace(SamplingParams(greedy=greedy), **{k: v for k, v in fields.items() if v is not None})
+    refine = replace(default_refine_params(), greedy=greedy)
+    cap = max_new_tokens_cap
+    if max_new_tokens is not None or cap is not None:
+        wanted = max_new_tokens or cap or code.max_new_tokens
+        code = replace(code, max_new_tokens=min(wanted, cap) if cap else wanted)
+    if cap is not None:
+        refine = replace(refine, max_new_tokens=min(refine.max_new_tokens, cap))
+    return code, refine
 
 
 @dataclass(frozen=True)

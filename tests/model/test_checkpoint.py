@@ -14,8 +14,8 @@ from tests.golden import FIXTURE_DIR
 from turbotts.errors import CheckpointError
 from turbotts.model import checkpoint as ckpt
 from turbotts.model.dummy import FULL_CONFIG, TINY_CONFIG, write_dummy_checkpoint
-from turbotts.sources import ModelSource, load_model
 from turbotts.model.official_keys import official_shapes
+from turbotts.sources import ModelSource, load_model
 
 
 def test_fixture_checkpoint_config_is_read_from_its_files() -> None:

@@ -11,10 +11,10 @@ from turbotts.api import TTS
 from turbotts.bench.roofline import decode_weight_bytes
 from turbotts.errors import CheckpointError
 from turbotts.model.chattts import ChatTTSModel
-from turbotts.sources import ModelSource, load_model
 from turbotts.model.quant import Int8Linear, Int8Placeholder, dequantize, quantize_per_channel, stored_weight_bytes
 from turbotts.params import SamplingParams, SynthesisParams
 from turbotts.quality.metrics import code_agreement, mean_kl
+from turbotts.sources import ModelSource, load_model
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ def test_closing_a_stream_after_its_first_chunk_aborts_the_engine_request(tmp_pa
         first = sock.recv(65536)
         assert first.startswith(b"HTTP/1.1 200")
         running, free, steps_at_close = _engine(url)
-        assert running == 1 and free == idle_free_slots - 1  # the request is being decoded
+        assert running == 1  # the request is being decoded
         sock.close()
         closed_at = time.monotonic()
         deadline = time.monotonic() + 60

@@ -10,9 +10,9 @@ import httpx
 import numpy as np
 
 from tests.server.conftest import MAX_NEW_TOKENS
-from turbotts.sources import ModelSource, speaker_stats_for
 from turbotts.model.speaker import encode_voice, sample_random_voice
 from turbotts.server.voices import OPENAI_VOICES, VoiceStore
+from turbotts.sources import ModelSource, speaker_stats_for
 
 SPEECH = "/v1/audio/speech"
 

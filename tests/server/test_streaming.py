@@ -16,7 +16,7 @@ from openai import AsyncOpenAI
 
 from tests.server.audio import decode
 from tests.server.conftest import MAX_NEW_TOKENS, running_server
-from turbotts.server.pipeline import SentenceBuffer
+from turbotts.text.segment import SentenceBuffer
 
 SPEECH = "/v1/audio/speech"
 

@@ -77,6 +77,14 @@ class AsyncEngine:
     def is_alive(self) -> bool:
         return self._thread.is_alive()
 
+    @property
+    def sample_rate_hz(self) -> int:
+        return self.core.model.sample_rate_hz
+
+    def count_text_tokens(self, text: str) -> int:
+        """Text tokens of ``text`` for usage reports (the same front end and tokenizer as a request)."""
+        return self.core.count_text_tokens(text)
+
     def new_request_id(self) -> str:
         return f"req-{next(self._ids)}"
 

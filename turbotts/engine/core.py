@@ -97,6 +97,10 @@ class EngineCore:
         """Requests in flight, or aborted sequences whose slots the next step frees."""
         return bool(self._requests) or self.scheduler.has_work()
 
+    def count_text_tokens(self, text: str) -> int:
+        """Text tokens of ``text`` as a request would see it (front end, then tokenizer): pure, any thread."""
+        return len(self.model.tokenizer.encode(self.frontend.prepare(text)))
+
     def add_request(
         self, request_id: str, text: str, params: SynthesisParams, *, stream: bool = False, keep_hidden: bool = False
     ) -> EngineRequest:

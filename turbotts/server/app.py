@@ -29,6 +29,7 @@ from turbotts.server.middleware import RequestContextMiddleware
 from turbotts.server.routes import admin, health, speech, voices, ws
 from turbotts.server.service import SpeechService
 from turbotts.server.settings import ServerSettings
+from turbotts.server.voice_service import VoiceService
 from turbotts.server.voices import VoiceStore
 from turbotts.sources import load_model
 
@@ -79,11 +80,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.startup_error = exc
         raise
     engine = AsyncEngine(EngineCore(model, settings.engine_config()))
-    store = VoiceStore(settings.voices_db)
+    voices = VoiceService(VoiceStore(settings.voices_db), model.config.gpt.hidden_size)
     app.state.engine = engine
     app.state.api_keys = api_keys
     app.state.guards = guards
-    app.state.service = SpeechService(engine, store, settings, app.state.metrics, guards)
+    app.state.voice_service = voices
+    app.state.service = SpeechService(engine, voices, settings, app.state.metrics, guards)
     app.state.is_draining = False
     watcher = asyncio.create_task(watch_pressure(guards.admission, engine, settings.device))
     has_sighup = _reload_on_sighup(guards)
@@ -105,7 +107,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if has_sighup:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         await guards.close()
-        store.close()
+        voices.store.close()
 
 
 def create_app(settings: ServerSettings | None = None) -> FastAPI:

@@ -15,6 +15,7 @@ from turbotts.server.guards import Guards
 from turbotts.server.metrics import Metrics
 from turbotts.server.service import SpeechService
 from turbotts.server.settings import ServerSettings
+from turbotts.server.voice_service import VoiceService
 
 
 def get_settings(connection: HTTPConnection) -> ServerSettings:
@@ -25,6 +26,11 @@ def get_settings(connection: HTTPConnection) -> ServerSettings:
 def get_engine(connection: HTTPConnection) -> AsyncEngine:
     engine: AsyncEngine = connection.app.state.engine
     return engine
+
+
+def get_voice_service(connection: HTTPConnection) -> VoiceService:
+    service: VoiceService = connection.app.state.voice_service
+    return service
 
 
 def get_service(connection: HTTPConnection) -> SpeechService:
@@ -82,6 +88,7 @@ async def require_access(connection: HTTPConnection) -> str | None:
 SettingsDep = Annotated[ServerSettings, Depends(get_settings)]
 EngineDep = Annotated[AsyncEngine, Depends(get_engine)]
 ServiceDep = Annotated[SpeechService, Depends(get_service)]
+VoiceServiceDep = Annotated[VoiceService, Depends(get_voice_service)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 RequestIdDep = Annotated[str, Depends(get_request_id)]
 GuardsDep = Annotated[Guards, Depends(get_guards)]

@@ -26,10 +26,8 @@ from turbotts.errors import InvalidInputError
 from turbotts.params import SynthesisParams
 from turbotts.server.audio_effects import SegmentJoiner, StreamTimeStretcher
 from turbotts.text.sanitize import sanitize
-from turbotts.text.segment import is_speakable, split_text
+from turbotts.text.segment import SentenceBuffer, is_speakable, split_text
 
-_SENTENCE_ENDS = frozenset(".!?;。！？；…\n")
-_CJK_ENDS = frozenset("。！？；…\n")
 _END = object()
 
 
@@ -42,46 +40,6 @@ class SynthesisTally:
     num_samples: int = 0
     num_input_tokens: int = 0
     first_audio_s: float | None = None
-
-
-class SentenceBuffer:
-    """Cuts incrementally arriving text (an LLM's token stream) at sentence ends.
-
-    ``push`` returns the sentences completed so far; a Latin full stop counts only
-    once the next character shows it is no decimal point. Text longer than
-    ``max_chars`` with no sentence end is cut at a clause or word boundary.
-    """
-
-    def __init__(self, max_chars: int) -> None:
-        self.max_chars = max_chars
-        self._buffer = ""
-
-    def push(self, text: str) -> list[str]:
-        self._buffer += text
-        cut = self._last_sentence_end()
-        out: list[str] = []
-        if cut:
-            out, self._buffer = [self._buffer[:cut]], self._buffer[cut:]
-        if len(self._buffer) > self.max_chars:
-            pieces = split_text(self._buffer, self.max_chars)
-            out.extend(pieces[:-1])
-            self._buffer = pieces[-1] if pieces else ""
-        return [s for s in out if s.strip()]
-
-    def flush(self) -> list[str]:
-        rest, self._buffer = self._buffer, ""
-        return [rest] if rest.strip() else []
-
-    def _last_sentence_end(self) -> int:
-        """Index just after the last certain sentence end, 0 when none."""
-        buf = self._buffer
-        for i in range(len(buf) - 1, -1, -1):
-            ch = buf[i]
-            if ch in _CJK_ENDS:
-                return i + 1
-            if ch in _SENTENCE_ENDS and i + 1 < len(buf) and buf[i + 1].isspace():
-                return i + 1
-        return 0
 
 
 async def sentences_of(pieces: AsyncIterable[str], max_chars: int) -> AsyncIterator[str]:
@@ -153,6 +111,45 @@ class _Segment:
             self.chunks.put_nowait(exc)
 
 
+async def _next_segment(ring: asyncio.Queue[object]) -> _Segment | None:
+    """The next started segment from the feeder; None at the end; the text source's error raises here."""
+    item = await ring.get()
+    if item is _END:
+        return None
+    if isinstance(item, BaseException):
+        raise item
+    assert isinstance(item, _Segment)
+    return item
+
+
+class _PostProcess:
+    """Joins segments (crossfade), time-stretches, and counts the samples that leave."""
+
+    def __init__(self, stretch_rate: float, sample_rate_hz: int, tally: SynthesisTally) -> None:
+        self.joiner = SegmentJoiner(sample_rate_hz=sample_rate_hz)
+        self.stretcher = StreamTimeStretcher(stretch_rate, sample_rate_hz) if stretch_rate != 1.0 else None
+        self.tally = tally
+
+    def _out(self, pcm: np.ndarray) -> np.ndarray:
+        out = self.stretcher.process(pcm) if self.stretcher is not None and pcm.size else pcm
+        self.tally.num_samples += out.size
+        return out
+
+    def add(self, chunk: np.ndarray) -> np.ndarray:
+        return self._out(self.joiner.add(chunk))
+
+    def end_segment(self) -> np.ndarray:
+        return self._out(self.joiner.end_segment())
+
+    def finish(self) -> np.ndarray:
+        tail = self._out(self.joiner.finish())
+        if self.stretcher is None:
+            return tail
+        flushed = self.stretcher.flush()
+        self.tally.num_samples += flushed.size
+        return np.concatenate([tail, flushed])
+
+
 class SegmentPipeline:
     """Synthesizes a stream of segment texts in order with bounded look-ahead."""
 
@@ -181,6 +178,7 @@ class SegmentPipeline:
         self._ids = itertools.count()
         self._observe_in_flight = observe_in_flight  # (change, segments now in flight): a metric
         self.num_in_flight = 0
+        self._last_error: InvalidInputError | None = None
 
     def _count_in_flight(self, change: int) -> None:
         self.num_in_flight += change
@@ -197,60 +195,54 @@ class SegmentPipeline:
         slots = asyncio.Semaphore(self.max_in_flight)
         ring: asyncio.Queue[object] = asyncio.Queue()
         feeder = asyncio.create_task(self._feed(segments, slots, ring))
-        joiner = SegmentJoiner(sample_rate_hz=self.sample_rate_hz)
-        stretcher = StreamTimeStretcher(self.stretch_rate, self.sample_rate_hz) if self.stretch_rate != 1.0 else None
+        post = _PostProcess(self.stretch_rate, self.sample_rate_hz, self.tally)
         started: list[_Segment] = []
-        last_error: InvalidInputError | None = None
         try:
-            while (item := await ring.get()) is not _END:
-                if isinstance(item, BaseException):
-                    raise item
-                assert isinstance(item, _Segment)
-                started.append(item)
+            while (segment := await _next_segment(ring)) is not None:
+                started.append(segment)
                 try:
-                    while (chunk := await item.chunks.get()) is not None:
-                        if isinstance(chunk, InvalidInputError):
-                            last_error = chunk  # e.g. nothing speakable once normalized: skip it
-                            break
-                        if isinstance(chunk, BaseException):
-                            raise chunk
-                        if (out := self._post(joiner.add(chunk), stretcher)).size:
-                            yield out
-                    else:
-                        self.tally.num_segments += 1
-                        self.tally.num_frames += item.num_frames
-                    if (out := self._post(joiner.end_segment(), stretcher)).size:
-                        yield out
+                    async for pcm in self._segment_audio(segment, post):
+                        yield pcm
                 finally:
-                    started.remove(item)
+                    started.remove(segment)
                     slots.release()
                     self._count_in_flight(-1)
-            tail = self._post(joiner.finish(), stretcher)
-            if stretcher is not None:
-                flushed = stretcher.flush()
-                self.tally.num_samples += flushed.size
-                tail = np.concatenate([tail, flushed])
-            if tail.size:
+            if (tail := post.finish()).size:
                 yield tail
-            if self.tally.num_segments == 0 and last_error is not None:
-                raise last_error
+            if self.tally.num_segments == 0 and self._last_error is not None:
+                raise self._last_error
         finally:
-            feeder.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await feeder
-            while not ring.empty():
-                item = ring.get_nowait()
-                if isinstance(item, _Segment):
-                    started.append(item)
-            for segment in started:
-                segment.task.cancel()  # closes its engine iterator, which aborts the engine request
-            if self.num_in_flight:
-                self._count_in_flight(-self.num_in_flight)
+            await self._stop(feeder, ring, started)
 
-    def _post(self, pcm: np.ndarray, stretcher: StreamTimeStretcher | None) -> np.ndarray:
-        out = stretcher.process(pcm) if stretcher is not None and pcm.size else pcm
-        self.tally.num_samples += out.size
-        return out
+    async def _segment_audio(self, segment: _Segment, post: _PostProcess) -> AsyncIterator[np.ndarray]:
+        """One segment's audio as it arrives; a segment with nothing speakable is skipped, not fatal."""
+        while (chunk := await segment.chunks.get()) is not None:
+            if isinstance(chunk, InvalidInputError):
+                self._last_error = chunk  # e.g. nothing speakable once normalized
+                break
+            if isinstance(chunk, BaseException):
+                raise chunk
+            if (pcm := post.add(chunk)).size:
+                yield pcm
+        else:
+            self.tally.num_segments += 1
+            self.tally.num_frames += segment.num_frames
+        if (pcm := post.end_segment()).size:
+            yield pcm
+
+    async def _stop(self, feeder: asyncio.Task[None], ring: asyncio.Queue[object], started: list[_Segment]) -> None:
+        """Stop feeding and cancel every started segment (which aborts its engine request)."""
+        feeder.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await feeder
+        while not ring.empty():
+            item = ring.get_nowait()
+            if isinstance(item, _Segment):
+                started.append(item)
+        for segment in started:
+            segment.task.cancel()  # closes its engine iterator, which aborts the engine request
+        if self.num_in_flight:
+            self._count_in_flight(-self.num_in_flight)
 
     async def _feed(self, segments: AsyncIterable[str], slots: asyncio.Semaphore, ring: asyncio.Queue[object]) -> None:
         try:

@@ -1,12 +1,15 @@
-"""Response helpers shared by the routes."""
+"""Response helpers shared by the routes: a streaming response that always closes its source, and
+the stream helpers that make errors raise before the status line is sent."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, TypeVar
 
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
+
+T = TypeVar("T")
 
 
 class ClosingStreamingResponse(StreamingResponse):
@@ -28,3 +31,34 @@ class ClosingStreamingResponse(StreamingResponse):
             aclose = getattr(self._source, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+
+async def prime(stream: AsyncIterator[T]) -> AsyncIterator[T]:
+    """Run ``stream`` up to its first item, so that its errors raise before a response starts.
+
+    Returns an iterator over the same items (the first included).
+    """
+    try:
+        first = await anext(stream)
+    except StopAsyncIteration:
+        return _chain(None, stream)
+    return _chain((first,), stream)
+
+
+async def _chain(head: tuple[T] | None, rest: AsyncIterator[T]) -> AsyncIterator[T]:
+    try:
+        if head is None:
+            return
+        yield head[0]
+        async for item in rest:
+            yield item
+    finally:
+        aclose = getattr(rest, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def iterate(items: Iterable[T]) -> AsyncIterator[T]:
+    """An async iterator over ``items`` (segments known up front)."""
+    for item in items:
+        yield item

@@ -21,6 +21,8 @@ from turbotts.text.sanitize import split_control_tokens
 _SENTENCE_END = frozenset("。！？!?；;…\n")
 _CLAUSE_END = frozenset("，,、：:—")
 _CLOSERS = frozenset("\"'”’)）」』》】")
+_STREAM_SENTENCE_ENDS = frozenset(".!?;。！？；…\n")
+_STREAM_CJK_ENDS = frozenset("。！？；…\n")
 
 Units = list[str]
 Boundary = Callable[[Units, int], bool]
@@ -141,3 +143,43 @@ def split_text(text: str, max_units: int = 100) -> list[str]:
         elif any(is_token for _, is_token in split_control_tokens(segment)):
             segments.append(segment)  # a lone [laugh] is still something to say
     return segments
+
+
+class SentenceBuffer:
+    """Cuts incrementally arriving text (an LLM's token stream) at sentence ends.
+
+    ``push`` returns the sentences completed so far; a Latin full stop counts only
+    once the next character shows it is no decimal point. Text longer than
+    ``max_chars`` with no sentence end is cut at a clause or word boundary.
+    """
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self._buffer = ""
+
+    def push(self, text: str) -> list[str]:
+        self._buffer += text
+        cut = self._last_sentence_end()
+        out: list[str] = []
+        if cut:
+            out, self._buffer = [self._buffer[:cut]], self._buffer[cut:]
+        if len(self._buffer) > self.max_chars:
+            pieces = split_text(self._buffer, self.max_chars)
+            out.extend(pieces[:-1])
+            self._buffer = pieces[-1] if pieces else ""
+        return [s for s in out if s.strip()]
+
+    def flush(self) -> list[str]:
+        rest, self._buffer = self._buffer, ""
+        return [rest] if rest.strip() else []
+
+    def _last_sentence_end(self) -> int:
+        """Index just after the last certain sentence end, 0 when none."""
+        buf = self._buffer
+        for i in range(len(buf) - 1, -1, -1):
+            ch = buf[i]
+            if ch in _STREAM_CJK_ENDS:
+                return i + 1
+            if ch in _STREAM_SENTENCE_ENDS and i + 1 < len(buf) and buf[i + 1].isspace():
+                return i + 1
+        return 0

@@ -31,9 +31,9 @@ from turbotts.errors import TurboTTSError
 from turbotts.server.audio_encoding import CONTENT_TYPES
 from turbotts.server.deps import AccessDep, RequestIdDep, ServiceDep
 from turbotts.server.errors import describe
-from turbotts.server.responses import ClosingStreamingResponse
+from turbotts.server.responses import ClosingStreamingResponse, prime
 from turbotts.server.schemas import ErrorResponse, SpeechRequest
-from turbotts.server.service import SpeechJob, prime
+from turbotts.server.speech_job import SpeechJob
 
 router = APIRouter(tags=["speech"])
 _ERRORS: dict[int | str, dict[str, object]] = {

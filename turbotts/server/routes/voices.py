@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from turbotts.server.deps import AccessDep, ServiceDep
+from turbotts.server.deps import AccessDep, VoiceServiceDep
 from turbotts.server.schemas import ErrorResponse, VoiceCreate, VoiceList, VoiceOut
 from turbotts.server.voices import Voice
 
@@ -25,18 +25,18 @@ def _out(voice: Voice) -> VoiceOut:
 
 
 @router.get("", response_model=VoiceList, responses=_ERRORS)
-async def list_voices(service: ServiceDep, _key: AccessDep) -> VoiceList:
+async def list_voices(voices: VoiceServiceDep, _key: AccessDep) -> VoiceList:
     """Built-in (OpenAI names) and saved voices."""
-    return VoiceList(data=[_out(v) for v in service.list_voices()])
+    return VoiceList(data=[_out(v) for v in voices.list()])
 
 
 @router.post("", response_model=VoiceOut, status_code=201, responses=_ERRORS)
-async def create_voice(body: VoiceCreate, service: ServiceDep, _key: AccessDep) -> VoiceOut:
+async def create_voice(body: VoiceCreate, voices: VoiceServiceDep, _key: AccessDep) -> VoiceOut:
     """Save a voice from a seed or an official voice string; it survives restarts."""
-    return _out(service.create_voice(body))
+    return _out(voices.create(body))
 
 
 @router.delete("/{name}", status_code=204, responses=_ERRORS)
-async def delete_voice(name: str, service: ServiceDep, _key: AccessDep) -> Response:
-    service.delete_voice(name)
+async def delete_voice(name: str, voices: VoiceServiceDep, _key: AccessDep) -> Response:
+    voices.delete(name)
     return Response(status_code=204)

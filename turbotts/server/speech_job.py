@@ -1,0 +1,131 @@
+"""One planned synthesis and its way out: audio from a source, watermarked, encoded, or as SSE events.
+
+No FastAPI here. A :class:`SpeechJob` is built once, complete (plan, source,
+segments), by :class:`~turbotts.server.service.SpeechService`; the route only
+streams :meth:`SpeechJob.encoded` or :meth:`SpeechJob.sse`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from turbotts.cache.tiered import CacheLevel
+from turbotts.guard.watermark import WatermarkStream
+from turbotts.params import SynthesisParams
+from turbotts.server.audio_encoding import StreamEncoder
+from turbotts.server.metrics import Metrics
+from turbotts.server.pipeline import SynthesisTally
+
+
+@dataclass(frozen=True)
+class SpeechPlan:
+    """One request's resolved settings: the same params (voice, seed) for every segment."""
+
+    params: SynthesisParams
+    response_format: str
+    stretch_rate: float
+    warnings: tuple[str, ...] = ()
+    is_deterministic: bool = False  # the client gave a seed: the audio may be cached
+
+
+class AudioSource(Protocol):
+    """Where a job's audio comes from: the segment pipeline, or the fallback clip."""
+
+    tally: SynthesisTally
+    sample_rate_hz: int
+
+    def audio(self, segments: AsyncIterable[str]) -> AsyncIterator[np.ndarray]: ...
+
+
+class ClipSource:
+    """The configured fallback clip, answered while the server is degraded."""
+
+    def __init__(self, clip: np.ndarray, sample_rate_hz: int) -> None:
+        self.clip = clip
+        self.sample_rate_hz = sample_rate_hz
+        self.tally = SynthesisTally()
+
+    async def audio(self, segments: AsyncIterable[str]) -> AsyncIterator[np.ndarray]:
+        self.tally.num_segments, self.tally.num_samples = 1, self.clip.size
+        yield self.clip
+
+
+@dataclass
+class SpeechJob:
+    """A planned synthesis and its running tally (usage and metrics).
+
+    ``watermark`` marks the final waveform (after joining and time-stretch) chunk by
+    chunk before it is encoded; ``on_first_audio`` gets the time to first audio.
+    """
+
+    plan: SpeechPlan
+    pipeline: AudioSource
+    segments: AsyncIterable[str]
+    metrics: Metrics
+    started_s: float = field(default_factory=time.perf_counter)
+    watermark: WatermarkStream | None = None
+    on_first_audio: Callable[[float], None] | None = None
+    cache_level: CacheLevel | None = None  # None: not cacheable (no seed)
+    is_degraded: bool = False
+
+    def usage(self) -> dict[str, int]:
+        tally = self.pipeline.tally
+        return {
+            "input_tokens": tally.num_input_tokens,
+            "output_tokens": tally.num_frames,
+            "total_tokens": tally.num_input_tokens + tally.num_frames,
+        }
+
+    async def encoded(self) -> AsyncIterator[bytes]:
+        """Bytes of ``response_format``, sent as soon as the encoder has them."""
+        encoder = StreamEncoder(self.plan.response_format, self.pipeline.sample_rate_hz)
+        self.metrics.in_flight.inc()
+        is_first = True
+        try:
+            async for pcm in self.pipeline.audio(self.segments):
+                data = encoder.encode(pcm if self.watermark is None else self.watermark.push(pcm))
+                if data:
+                    if is_first:
+                        is_first = False
+                        self._observe_first_audio()
+                    yield data
+            tail = encoder.finish()
+            if tail:
+                if is_first:  # a buffered format (flac): its first byte is its last
+                    self._observe_first_audio()
+                yield tail
+            self._observe_done()
+        finally:
+            encoder.close()
+            self.metrics.in_flight.dec()
+
+    async def sse(self) -> AsyncIterator[str]:
+        """OpenAI's ``stream_format="sse"``: base64 audio deltas, then a done event with usage."""
+        async for data in self.encoded():
+            yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
+        yield _sse({"type": "speech.audio.done", "usage": self.usage()})
+
+    def _observe_first_audio(self) -> None:
+        ttfa_s = time.perf_counter() - self.started_s
+        self.metrics.ttfa_s.labels(self.plan.response_format).observe(ttfa_s)
+        if self.on_first_audio is not None:
+            self.on_first_audio(ttfa_s)
+
+    def _observe_done(self) -> None:
+        audio_s = self.pipeline.tally.num_samples / self.pipeline.sample_rate_hz
+        self.metrics.audio_s.inc(audio_s)
+        if audio_s > 0:
+            self.metrics.rtf.observe((time.perf_counter() - self.started_s) / audio_s)
+
+
+def _sse(payload: dict[str, Any]) -> str:
+    return f"data: {json.dumps(payload)}\n\n"
+
+
