@@ -1,19 +1,29 @@
-"""The exception tree of TurboTTS.
+"""The exception tree of TurboTTS: every error raised on purpose, in one place.
 
 Every error a user can cause or fix derives from :class:`TurboTTSError`, and its
 message says what happened and what to do::
 
     TurboTTSError
-    ├── CheckpointError        weights missing, malformed, tampered or the wrong shape
-    │   └── DownloadError      the model hub could not be reached
-    ├── MissingDependencyError an optional package is not installed (the message has the pip command)
-    ├── InvalidInputError      bad text, voice string or parameter (also a ValueError)
-    │   └── VoiceError         a voice string that cannot be decoded
-    └── EngineError            the engine cannot take or finish work
-        ├── QueueFullError     the waiting queue is full: retry later
+    ├── CheckpointError            weights missing, malformed, tampered or the wrong shape
+    │   └── DownloadError          the model hub could not be reached
+    ├── MissingDependencyError     an optional package is not installed (the message has the pip command)
+    ├── InvalidInputError          bad text, voice string or parameter (also a ValueError)          400
+    │   ├── VoiceError             a voice string that cannot be decoded                            400
+    │   ├── AudioReadError         a file that cannot be decoded as audio                           400
+    │   ├── ContentFilteredError   the text contains a blocked term                                 400
+    │   ├── InputTooLongError      the input is longer than the server accepts                      413
+    │   ├── UnknownModelError      a model name the server does not serve                           404
+    │   ├── VoiceNotFoundError     no built-in or saved voice has this name                         404
+    │   └── VoiceExistsError       a voice with this name is already saved                          409
+    ├── AuthenticationError        no or a wrong bearer key                                         401
+    ├── RateLimitedError           this client or key is over its rate limit                        429
+    ├── OverloadedError            admission control refuses new work for now                       503
+    └── EngineError                the engine cannot take or finish work                            500
+        ├── QueueFullError         the waiting queue is full: retry later                           503
         └── RequestCancelledError  the request was cancelled before it finished
 
-The server maps these to HTTP statuses in one place (``server/errors.py``).
+The HTTP statuses on the right are mapped in one place, ``server/errors.py``; nothing
+here knows about HTTP.
 """
 
 from __future__ import annotations
@@ -41,6 +51,55 @@ class InvalidInputError(TurboTTSError, ValueError):
 
 class VoiceError(InvalidInputError):
     """A voice (speaker) string could not be decoded."""
+
+
+class AudioReadError(InvalidInputError):
+    """A file could not be decoded as audio."""
+
+
+class ContentFilteredError(InvalidInputError):
+    """The text contains a blocked term (``term``, as written in the blocklist)."""
+
+    def __init__(self, term: str) -> None:
+        super().__init__(f"the text contains a blocked term ({term!r}); rephrase it and try again")
+        self.term = term
+
+
+class InputTooLongError(InvalidInputError):
+    """The input text exceeds ``max_input_chars``."""
+
+
+class UnknownModelError(InvalidInputError):
+    """The request names a model this server does not serve."""
+
+
+class VoiceNotFoundError(InvalidInputError):
+    """The voice name is neither built in nor saved."""
+
+
+class VoiceExistsError(InvalidInputError):
+    """A saved voice already has this name."""
+
+
+class AuthenticationError(TurboTTSError):
+    """The request carries no valid API key."""
+
+
+class RateLimitedError(TurboTTSError):
+    """The caller's token bucket is empty; ``retry_after_s`` says when it holds a token again."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class OverloadedError(TurboTTSError):
+    """Admission control refuses new work (``reason`` is one of ``turbotts.guard.admission.REASONS``)."""
+
+    def __init__(self, message: str, reason: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.retry_after_s = retry_after_s
 
 
 class EngineError(TurboTTSError):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from turbotts.errors import InvalidInputError, TurboTTSError
-from turbotts.guard.content_filter import ContentFilter, ContentFilteredError, Match
+from turbotts.errors import ContentFilteredError, InvalidInputError, TurboTTSError
+from turbotts.guard.content_filter import ContentFilter, Match
 
 TERMS = ["forbidden", "bad phrase", "ass", "违禁词"]
 
@@ -62,7 +62,7 @@ def test_ensure_allowed_raises_the_filtered_error(content_filter: ContentFilter)
     with pytest.raises(ContentFilteredError) as info:
         content_filter.ensure_allowed("forbidden")
     assert isinstance(info.value, InvalidInputError) and info.value.code == "content_filtered"
-    assert info.value.match.term == "forbidden"
+    assert info.value.term == "forbidden"
 
 
 def test_reload_from_file(tmp_path: Path) -> None:

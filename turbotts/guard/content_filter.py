@@ -24,7 +24,7 @@ from pathlib import Path
 
 import ahocorasick
 
-from turbotts.errors import InvalidInputError, TurboTTSError
+from turbotts.errors import ContentFilteredError, TurboTTSError
 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\u034f"))
 _LEET = str.maketrans(
@@ -55,16 +55,6 @@ class Match:
     """A blocked term found in a text (as written in the blocklist)."""
 
     term: str
-
-
-class ContentFilteredError(InvalidInputError):
-    """The text contains a blocked term; the server answers with code ``content_filtered``."""
-
-    code = "content_filtered"
-
-    def __init__(self, match: Match) -> None:
-        super().__init__(f"the text contains a blocked term ({match.term!r}); rephrase it and try again")
-        self.match = match
 
 
 def _is_cjk(term: str) -> bool:
@@ -174,4 +164,4 @@ class ContentFilter:
         """Raise :class:`ContentFilteredError` when ``text`` holds a blocked term."""
         match = self.check(text)
         if match is not None:
-            raise ContentFilteredError(match)
+            raise ContentFilteredError(match.term)

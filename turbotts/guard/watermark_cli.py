@@ -10,16 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
+from turbotts.errors import AudioReadError
 from turbotts.guard.watermark import WatermarkConfig, detect
 
 EXIT_FOUND = 0
 EXIT_NOT_FOUND = 1
 EXIT_UNREADABLE = 2
 _SOUNDFILE_SUFFIXES = {".wav", ".flac", ".ogg_vorbis", ".aiff", ".aif"}
-
-
-class AudioReadError(Exception):
-    """The file could not be decoded as audio."""
 
 
 def _read_with_soundfile(path: Path) -> tuple[np.ndarray, int]:

@@ -8,9 +8,9 @@ from fastapi import Depends
 from starlette.requests import HTTPConnection
 
 from turbotts.engine.async_engine import AsyncEngine
+from turbotts.errors import AuthenticationError
 from turbotts.guard.apikeys import APIKeyStore, bearer_token
 from turbotts.server.context import request_id_var
-from turbotts.server.exceptions import AuthenticationError
 from turbotts.server.guards import Guards
 from turbotts.server.metrics import Metrics
 from turbotts.server.service import SpeechService

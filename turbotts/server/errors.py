@@ -18,13 +18,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from turbotts.errors import EngineError, InvalidInputError, QueueFullError, TurboTTSError
-from turbotts.guard.content_filter import ContentFilteredError
-from turbotts.server.exceptions import (
+from turbotts.errors import (
     AuthenticationError,
+    ContentFilteredError,
+    EngineError,
     InputTooLongError,
+    InvalidInputError,
     OverloadedError,
+    QueueFullError,
     RateLimitedError,
+    TurboTTSError,
     UnknownModelError,
     VoiceExistsError,
     VoiceNotFoundError,

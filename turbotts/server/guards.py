@@ -26,14 +26,13 @@ from turbotts.cache.lru import LRUCache, LRUCacheConfig
 from turbotts.cache.redis import OutageTracker, RedisCache, RedisCacheConfig, RedisConfig, connect, redact_url
 from turbotts.cache.tiered import TieredCache
 from turbotts.engine.async_engine import AsyncEngine
-from turbotts.errors import InvalidInputError
+from turbotts.errors import InvalidInputError, RateLimitedError
 from turbotts.guard.admission import AdmissionConfig, AdmissionController, PressureSample
 from turbotts.guard.content_filter import ContentFilter
 from turbotts.guard.keys import parse_secret_key
 from turbotts.guard.ratelimit import LocalRateLimiter, RateLimitConfig, RateLimiter, RedisRateLimiter
 from turbotts.guard.watermark import resample
 from turbotts.server.audio_cache import AudioCache
-from turbotts.server.exceptions import RateLimitedError
 from turbotts.server.metrics import GuardStats, Metrics
 from turbotts.server.settings import ServerSettings
 

@@ -21,12 +21,11 @@ from collections.abc import AsyncIterable, AsyncIterator
 
 from turbotts.cache.tiered import CacheLevel
 from turbotts.engine.async_engine import AsyncEngine
-from turbotts.errors import InvalidInputError
+from turbotts.errors import InputTooLongError, InvalidInputError, OverloadedError, UnknownModelError
 from turbotts.guard.redact import describe_text
 from turbotts.guard.watermark import Payload, WatermarkStream
 from turbotts.params import SynthesisParams, user_sampling
 from turbotts.server.audio_effects import speed_plan
-from turbotts.server.exceptions import InputTooLongError, OverloadedError, UnknownModelError
 from turbotts.server.guards import Guards
 from turbotts.server.metrics import Metrics
 from turbotts.server.pipeline import EngineSource, SegmentPipeline, SegmentSource, sentences_of

@@ -15,8 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from turbotts.errors import InvalidInputError
-from turbotts.server.exceptions import VoiceExistsError, VoiceNotFoundError
+from turbotts.errors import InvalidInputError, VoiceExistsError, VoiceNotFoundError
 
 #: OpenAI voice name -> seed of a voice drawn from the speaker statistics.
 OPENAI_VOICES = (
