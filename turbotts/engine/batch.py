@@ -43,7 +43,6 @@ class DecodeItem:
 class SchedulerOutput:
     prefill: list[PrefillItem]
     decode: list[DecodeItem]
-    freed_slots: list[int]
 
     @property
     def is_empty(self) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from turbotts.config import EngineConfig
+from turbotts.engine.batch import RunnerOutput
 from turbotts.engine.kv import KVLayout, plan_kv_layout
 from turbotts.engine.model_runner import ModelRunner
 from turbotts.engine.request import FINISH_REASONS, EngineRequest, RequestOutput
@@ -181,26 +182,28 @@ class EngineCore:
             return []
         result = self.runner.execute(work)
         updates = self.scheduler.update(result)
-        self._record(updates, result.hidden)
+        self._record(updates, result)
         outputs = self._stream()
         self.last_step = StepStats(len(work.prefill), len(work.decode), time.perf_counter() - start)
         return outputs
 
-    def _record(self, updates: list[SequenceUpdate], hidden: object) -> None:
-        for index, update in enumerate(updates):
+    def _record(self, updates: list[SequenceUpdate], result: RunnerOutput) -> None:
+        for update in updates:
             request = self._by_seq.get(update.seq.seq_id)
             if request is None or request.request_id not in self._requests:
                 continue  # aborted while its step ran
             if update.seq.kind is SequenceKind.CODE and update.new_ids is not None:
-                request.audio.append(update.new_ids, hidden[index])  # type: ignore[index]
-            if update.is_finished:
-                self._finish_sequence(request, update.seq)
+                request.audio.append(update.new_ids, result.hidden[update.row])
+            if not update.is_finished:
+                continue
+            del self._by_seq[update.seq.seq_id]
+            if update.seq.kind is SequenceKind.CODE:
+                request.audio.complete()
+            else:
+                self._hand_refined_text_to_code_generation(request, update.seq)
 
-    def _finish_sequence(self, request: EngineRequest, seq: Sequence) -> None:
-        del self._by_seq[seq.seq_id]
-        if seq.kind is SequenceKind.CODE:
-            request.audio.complete()
-            return
+    def _hand_refined_text_to_code_generation(self, request: EngineRequest, seq: Sequence) -> None:
+        """The refine pass finished: its text becomes the prompt of the request's code sequence (first in line)."""
         refined = self.refined_text([ids[0] for ids in seq.output_ids])
         request.refined_text = refined
         request.sequence = self._code_sequence(refined, request.params, request.seed, request.voice)

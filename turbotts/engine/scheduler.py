@@ -35,6 +35,7 @@ class SequenceUpdate:
     seq: Sequence
     new_ids: list[int] | None  # None when the step ended it without a new token
     is_finished: bool
+    row: int  # this sequence's row in the step's RunnerOutput (its hidden state, for the decoder)
 
 
 class Scheduler:
@@ -45,7 +46,6 @@ class Scheduler:
         self._slots = SlotAllocator(config.num_slots)
         self._waiting: deque[Sequence] = deque()
         self._running: dict[int, Sequence] = {}
-        self._freed_slots: list[int] = []
 
     @property
     def num_waiting(self) -> int:
@@ -109,23 +109,22 @@ class Scheduler:
             prefill.append(
                 PrefillItem(seq.seq_id, self._slot_of(seq), seq.kind, seq.prompt_ids, seq.voice, seq.sampling, seq.seed)
             )
-        freed, self._freed_slots = self._freed_slots, []
-        return SchedulerOutput(prefill=prefill, decode=decode, freed_slots=freed)
+        return SchedulerOutput(prefill=prefill, decode=decode)
 
     def update(self, output: RunnerOutput) -> list[SequenceUpdate]:
         """Record the sampled ids, decide who finished, free their slots."""
         updates = []
-        for seq_id, ids in zip(output.seq_ids, output.sampled, strict=True):
+        for row, (seq_id, ids) in enumerate(zip(output.seq_ids, output.sampled, strict=True)):
             seq = self._running[seq_id]
             if self._is_eos(seq, ids):
                 self._finish(seq, SequenceStatus.FINISHED_STOPPED)
-                updates.append(SequenceUpdate(seq, None, True))
+                updates.append(SequenceUpdate(seq, None, True, row))
                 continue
             seq.output_ids.append(ids)
             is_full = seq.num_generated >= seq.max_new_tokens
             if is_full:
                 self._finish(seq, SequenceStatus.FINISHED_LENGTH)
-            updates.append(SequenceUpdate(seq, ids, is_full))
+            updates.append(SequenceUpdate(seq, ids, is_full, row))
         return updates
 
     def _is_eos(self, seq: Sequence, ids: list[int]) -> bool:
@@ -160,7 +159,6 @@ class Scheduler:
         del self._running[seq.seq_id]
         slot = self._slot_of(seq)
         self._slots.free(slot)
-        self._freed_slots.append(slot)
         seq.slot = None
 
     def _drop_aborted(self) -> None:
