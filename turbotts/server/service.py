@@ -56,6 +56,7 @@ class SpeechPlan:
     stretch_rate: float
     warnings: tuple[str, ...] = ()
     is_deterministic: bool = False  # the client gave a seed: the audio may be cached
+    bit_rate_kbps: int | None = None  # mp3, opus, aac: the server's setting for the format
 
 
 class AudioSource(Protocol):
@@ -108,7 +109,8 @@ class SpeechJob:
 
     async def encoded(self) -> AsyncIterator[bytes]:
         """Bytes of ``response_format``, sent as soon as the encoder has them."""
-        encoder = StreamEncoder(self.plan.response_format, self.pipeline.sample_rate_hz)
+        plan = self.plan
+        encoder = StreamEncoder(plan.response_format, self.pipeline.sample_rate_hz, bit_rate_kbps=plan.bit_rate_kbps)
         self.metrics.in_flight.inc()
         is_first = True
         try:
@@ -334,7 +336,9 @@ class SpeechService:
             refine_prompt=refine_prompt,
             refine_text=refine_text,
         )
-        return SpeechPlan(params, options.response_format, rate, tuple(warnings), options.seed is not None)
+        fmt = options.response_format
+        bit_rate_kbps = self.settings.bit_rate_kbps(fmt)
+        return SpeechPlan(params, fmt, rate, tuple(warnings), options.seed is not None, bit_rate_kbps)
 
     def resolve_voice(self, voice: str | VoiceRef) -> tuple[str | None, int | None]:
         """``(voice string, voice seed)``: a name is looked up, anything else must be a voice string.
