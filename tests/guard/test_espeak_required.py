@@ -25,7 +25,7 @@ def _run_without_espeak(**env: str) -> subprocess.CompletedProcess[str]:
 def test_missing_espeak_skips_with_a_reason_and_a_banner_outside_ci() -> None:
     result = _run_without_espeak()
     assert result.returncode == 0, result.stdout[-2000:]
-    assert "6 skipped" in result.stdout and "passed" not in result.stdout
+    assert "7 skipped" in result.stdout and "passed" not in result.stdout
     assert "real-speech watermark tests SKIPPED: espeak-ng is not on PATH" in result.stdout
 
 

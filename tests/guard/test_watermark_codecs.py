@@ -8,7 +8,11 @@ does (``WatermarkStream.push`` on each chunk, then ``StreamEncoder.encode``).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -81,3 +85,18 @@ def test_espeak_speech_unmarked_has_no_mark(espeak: np.ndarray) -> None:
         decoded, rate_hz = server_round_trip(espeak, fmt, bit_rate_kbps=64)
         assert detect(decoded, rate_hz, KEY) is None, fmt
         assert 0.3 < coded_bit_accuracy(decoded, rate_hz, KEY, PAYLOAD) < 0.7, fmt  # coin tosses
+
+
+def test_accuracy_script_on_espeak_speech(espeak: np.ndarray) -> None:
+    """``scripts/watermark_accuracy.py`` prints the figures the docs quote: JSON per format."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "watermark_accuracy.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--formats", "flac,opus", "--hop-s", "1.0"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    figures = json.loads(result.stdout)
+    assert set(figures) == {"flac", "opus"}
+    assert figures["opus"]["bit_rate_kbps"] == 64 and figures["flac"]["bit_rate_kbps"] is None
+    for fmt, entry in figures.items():
+        assert entry["detected"] and entry["num_detected"] == entry["num_excerpts"] >= 5, fmt
+        assert 0.9 <= entry["bit_accuracy_min"] <= entry["bit_accuracy"] <= 1.0, fmt

@@ -51,8 +51,21 @@ def espeak_speech(text: str = SENTENCE, voice: str = "en-us") -> np.ndarray:
         path = Path(tmp) / "speech.wav"
         subprocess.run([ESPEAK, "-v", voice, "-w", str(path), text], check=True, capture_output=True, timeout=60)
         samples, rate_hz = sf.read(path, dtype="float32", always_2d=True)
-    mono = samples.mean(axis=1)
-    return np.asarray(soxr.resample(mono, rate_hz, SAMPLE_RATE_HZ, quality="HQ"), dtype=np.float32)
+    speech = np.asarray(soxr.resample(samples.mean(axis=1), rate_hz, SAMPLE_RATE_HZ, quality="HQ"), dtype=np.float32)
+    return _trim_silence(speech)
+
+
+def _trim_silence(wav: np.ndarray, margin_s: float = 0.02) -> np.ndarray:
+    """Drop espeak-ng's leading and trailing silence (10 ms blocks 50 dB below the peak), so that every
+    excerpt is speech: the mark follows the speech level, and silence carries none of it."""
+    block = SAMPLE_RATE_HZ // 100
+    num_blocks = len(wav) // block
+    rms = np.sqrt(np.mean(wav[: num_blocks * block].reshape(num_blocks, block) ** 2, axis=1))
+    voiced = np.flatnonzero(rms > np.max(np.abs(wav)) * 10 ** (-50 / 20))
+    if voiced.size == 0:
+        return wav
+    margin = round(margin_s * SAMPLE_RATE_HZ)
+    return wav[max(0, voiced[0] * block - margin) : min(len(wav), (voiced[-1] + 1) * block + margin)]
 
 
 def espeak_or_skip(text: str = SENTENCE) -> np.ndarray:
