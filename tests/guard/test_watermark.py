@@ -14,7 +14,16 @@ import soundfile as sf
 from tests.guard.watermark_signals import SAMPLE_RATE_HZ, speech_like
 from turbotts.guard.watermark import Payload, WatermarkConfig, WatermarkStream, detect, embed, snr_db
 from turbotts.guard.watermark_cli import watermark_detect_command
-from turbotts.guard.watermark_code import decode, encode
+from turbotts.guard.watermark_code import (
+    CRC_BITS,
+    NUM_TAIL_BITS,
+    PAYLOAD_BITS,
+    _convolve,
+    _int_to_bits,
+    crc16,
+    decode,
+    encode,
+)
 
 KEY = bytes(range(32))
 PAYLOAD = Payload.for_request(7, "request-42", datetime(2025, 3, 1, 12, 34, tzinfo=timezone.utc))
@@ -67,7 +76,29 @@ def test_payload_code_round_trip_and_crc() -> None:
     assert PAYLOAD.timestamp == datetime(2025, 3, 1, 12, 34, tzinfo=timezone.utc)
     noisy = 1.0 - 2.0 * bits + np.random.default_rng(0).normal(0, 0.5, bits.size)
     assert decode(noisy) == PAYLOAD  # Viterbi corrects symbol errors
-    assert decode(np.ones(156)) is None or decode(np.ones(156)) != PAYLOAD
+
+
+def _codeword(data: np.ndarray, crc: int) -> np.ndarray:
+    """Soft symbols of a *valid* convolutional codeword for ``data`` followed by ``crc``: Viterbi decodes it
+    without a single symbol error, so only the CRC check can tell that it is corrupt."""
+    framed = np.concatenate([data, _int_to_bits(crc, CRC_BITS), np.zeros(NUM_TAIL_BITS, dtype=np.uint8)])
+    return 1.0 - 2.0 * _convolve(framed).astype(np.float64)
+
+
+def test_crc_rejects_a_corrupted_payload_and_passes_the_intact_one() -> None:
+    """``decode`` documents None when the decoded CRC does not match (``detect`` passes that None on)."""
+    data = _int_to_bits(PAYLOAD.to_int(), PAYLOAD_BITS)
+    crc = crc16(data)
+    assert decode(_codeword(data, crc)) == PAYLOAD  # intact: exactly the payload
+    flipped = data.copy()
+    flipped[20] ^= 1  # one timestamp bit changed, CRC of the original kept
+    assert decode(_codeword(flipped, crc)) is None
+    assert decode(_codeword(data, crc ^ 0x0001)) is None  # the CRC itself damaged
+    assert decode(_codeword(data, crc ^ 0x8000)) is None
+    assert decode(np.ones(156)) is None  # all-zero coded bits: a zero payload whose CRC is not 0
+    wrong_frame = encode(PAYLOAD).copy()
+    wrong_frame[:40] ^= 1  # 40 symbol errors at the start: beyond what Viterbi can correct
+    assert decode(1.0 - 2.0 * wrong_frame) is None
 
 
 @pytest.mark.parametrize("fmt", [("WAV", "PCM_16"), ("FLAC", "PCM_16")])

@@ -13,8 +13,10 @@ import soundfile as sf
 
 from turbotts.errors import InvalidInputError, TurboTTSError
 from turbotts.server.audio_encoding import (
+    BIT_RATE_RANGES_KBPS,
     BUFFERED_FORMATS,
     CONTENT_TYPES,
+    DEFAULT_BIT_RATES_KBPS,
     SUPPORTED_FORMATS,
     StreamEncoder,
     encode_audio,
@@ -188,6 +190,33 @@ def test_content_types_and_rates() -> None:
     assert {fmt: StreamEncoder(fmt).content_type for fmt in SUPPORTED_FORMATS} == CONTENT_TYPES
     assert StreamEncoder("opus").output_sample_rate_hz == 48000
     assert StreamEncoder("mp3").output_sample_rate_hz == SR
+
+
+@pytest.mark.parametrize("fmt", LOSSY)
+def test_bit_rate_reaches_the_codec(fmt: str, signal: np.ndarray) -> None:
+    """``bit_rate_kbps`` (the server's ``*_bit_rate_kbps`` settings) changes what comes out, streamed and one-shot.
+
+    Only LAME is close to constant bit rate; libopus is VBR (plus Ogg pages) and FFmpeg's
+    AAC encoder spends what the signal needs, so for those only the ordering is checked.
+    """
+    duration_s = signal.size / SR
+    streamed = {kbps: b"".join(_encode_streamed_at(signal, fmt, kbps)) for kbps in (16, 64)}
+    oneshot = {kbps: encode_audio(signal, fmt, bit_rate_kbps=kbps) for kbps in (16, 64)}
+    for sizes in (streamed, oneshot):
+        assert len(sizes[16]) < 0.6 * len(sizes[64]), (fmt, {k: len(v) for k, v in sizes.items()})
+    if fmt == "mp3":
+        assert 0.9 * 64 < len(oneshot[64]) * 8 / duration_s / 1000 < 1.1 * 64
+    assert StreamEncoder(fmt).bit_rate_kbps == DEFAULT_BIT_RATES_KBPS[fmt]
+    low, high = BIT_RATE_RANGES_KBPS[fmt]
+    for bad in (low - 1, high + 1):
+        with pytest.raises(InvalidInputError, match=f"{fmt} bit rate must be {low}-{high} kbit/s"):
+            StreamEncoder(fmt, bit_rate_kbps=bad)
+    assert StreamEncoder("wav", bit_rate_kbps=64).bit_rate_kbps is None  # lossless formats ignore it
+
+
+def _encode_streamed_at(pcm: np.ndarray, fmt: str, bit_rate_kbps: int) -> list[bytes]:
+    encoder = StreamEncoder(fmt, bit_rate_kbps=bit_rate_kbps)
+    return [encoder.encode(chunk) for chunk in _uneven_chunks(pcm)] + [encoder.finish()]
 
 
 def test_bad_input_raises_helpful_errors() -> None:

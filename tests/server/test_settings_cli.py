@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from turbotts.errors import CheckpointError, InvalidInputError
 from turbotts.server.settings import ServerSettings
@@ -35,6 +36,18 @@ def test_bad_settings_are_clear_errors(tmp_path: Path) -> None:
         ServerSettings(config_file=tmp_path / "missing.yaml")
     with pytest.raises(CheckpointError, match="not both"):
         ServerSettings(load_format="dummy", checkpoint=tmp_path)
+
+
+def test_lossy_bit_rates_are_settings_within_the_codec_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert [ServerSettings().bit_rate_kbps(fmt) for fmt in ("mp3", "opus", "aac", "wav", "flac")] == [
+        128, 64, 96, None, None
+    ]  # fmt: skip
+    monkeypatch.setenv("TURBOTTS_MP3_BIT_RATE_KBPS", "64")
+    assert ServerSettings(aac_bit_rate_kbps=48).bit_rate_kbps("mp3") == 64
+    assert ServerSettings(aac_bit_rate_kbps=48).bit_rate_kbps("aac") == 48
+    for name, bad in (("mp3_bit_rate_kbps", 320), ("opus_bit_rate_kbps", 5), ("aac_bit_rate_kbps", 256)):
+        with pytest.raises(ValidationError, match=name):
+            ServerSettings(**{name: bad})
 
 
 def test_serve_without_reachable_hub_exits_2_quickly_with_advice(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Watermarks in what the server sends (WAV and FLAC, cached or not), and request text kept out of its logs."""
+"""Watermarks in what the server sends (WAV, FLAC and mp3, cached or not), and request text kept out of its logs."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import logging
+import time
 from pathlib import Path
 
 import httpx
@@ -14,7 +15,7 @@ import numpy as np
 from tests.server.audio import decode
 from tests.server.conftest import running_server
 from tests.server.guards_util import SPEECH
-from turbotts.guard.watermark import detect
+from turbotts.guard.watermark import Payload, detect
 from turbotts.server.context import configure_logging
 
 KEY_HEX = "5a" * 32
@@ -53,6 +54,27 @@ def test_wav_and_flac_carry_the_request_hash_and_no_watermark_has_none(tmp_path:
     mark = marked[:n] - plain[:n]  # same seed: the difference is the mark (and 16-bit rounding)
     snr_db = 10 * np.log10(np.sum(plain[:n] ** 2) / np.sum(mark**2))
     assert 25 < snr_db < 35, snr_db
+
+
+def test_mp3_at_64_kbps_over_http_carries_the_exact_payload(tmp_path: Path) -> None:
+    """The streamed mp3 body (LAME at the server's ``mp3_bit_rate_kbps=64``), decoded by PyAV, holds the payload."""
+    key = bytes.fromhex(KEY_HEX)
+    text_hash = int(hashlib.sha256(TEXT.encode()).hexdigest()[:4], 16)
+    settings = {"max_new_tokens": 400, "watermark_key": KEY_HEX, "watermark_key_id": 9, "mp3_bit_rate_kbps": 64}
+    with running_server(tmp_path, **settings) as (url, _):
+        before_min = int(time.time() // 60)
+        response = _fetch(url, "mp3")
+        after_min = int(time.time() // 60)
+    assert response.headers["content-type"] == "audio/mpeg"
+    rate, samples = decode(response.content, "mp3")
+    duration_s = samples.size / rate
+    assert duration_s > 8
+    assert 0.9 * 64 < len(response.content) * 8 / duration_s / 1000 < 1.1 * 64  # the setting reached LAME
+    payload = detect(samples, rate, key)
+    assert payload is not None
+    assert before_min <= payload.timestamp_min <= after_min
+    assert payload == Payload(key_id=9, timestamp_min=payload.timestamp_min, request_hash=text_hash)
+    assert detect(samples, rate, bytes.fromhex("a5" * 32)) is None
 
 
 def test_request_text_never_reaches_a_log_line(tmp_path: Path) -> None:

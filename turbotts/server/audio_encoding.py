@@ -28,7 +28,10 @@ What each format does when streamed:
   aac for low-latency streaming.
 
 Opus only runs at 48 kHz, so its input is resampled and the stream reports 48000 Hz;
-every other format keeps the input rate.
+every other format keeps the input rate. The bit rates above are the defaults; a
+server picks others per format (``mp3_bit_rate_kbps`` and friends in its settings),
+which is how an operator trades bandwidth for quality (the watermark survives 64 kbit/s
+in every lossy format, tests/guard/test_watermark_codecs.py).
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ CONTENT_TYPES = {
     "pcm": "audio/pcm",
 }
 
+#: the bit rate each lossy format is encoded at unless told otherwise, and the range it accepts
+#: (mono at 24 kHz: MPEG-2 layer III stops at 160, libopus mono at 256, AAC-LC near 128)
+DEFAULT_BIT_RATES_KBPS = {"mp3": 128, "opus": 64, "aac": 96}
+BIT_RATE_RANGES_KBPS = {"mp3": (8, 160), "opus": (6, 256), "aac": (8, 128)}
 #: formats whose header must carry the exact length (see the module docstring)
 BUFFERED_FORMATS = frozenset({"flac"})
 _STREAMING_SIZE = 0xFFFFFFFF  # "unknown length" in a streamed WAV header
@@ -67,26 +74,24 @@ class _CodecSpec:
     container: str
     codecs: tuple[str, ...]  # first available wins
     sample_format: str
-    bit_rate: int | None = None
     codec_rate_hz: int | None = None  # None: keep the input rate
     codec_options: dict[str, str] = field(default_factory=dict)
     container_options: dict[str, str] = field(default_factory=dict)
 
 
 _CODEC_SPECS = {
-    "mp3": _CodecSpec("mp3", ("libmp3lame", "mp3"), "fltp", bit_rate=128_000),
+    "mp3": _CodecSpec("mp3", ("libmp3lame", "mp3"), "fltp"),
     # page_duration (µs) caps how long Ogg holds packets before writing a page.
     "opus": _CodecSpec(
         "ogg",
         ("libopus", "opus"),
         "flt",
-        bit_rate=64_000,
         codec_rate_hz=48_000,
         codec_options={"application": "audio"},
         container_options={"page_duration": "60000"},
     ),
     # The "fast" coder is ~3x quicker than the default two-loop search for speech.
-    "aac": _CodecSpec("adts", ("aac",), "fltp", bit_rate=96_000, codec_options={"aac_coder": "fast"}),
+    "aac": _CodecSpec("adts", ("aac",), "fltp", codec_options={"aac_coder": "fast"}),
     "flac": _CodecSpec("flac", ("flac",), "s16"),
 }
 
@@ -144,7 +149,7 @@ class _ByteSink:
 class _AvWriter:
     """Encoder + muxer for one compressed stream; the only code here that touches PyAV."""
 
-    def __init__(self, spec: _CodecSpec, sample_rate_hz: int, is_seekable: bool) -> None:
+    def __init__(self, spec: _CodecSpec, sample_rate_hz: int, is_seekable: bool, bit_rate: int | None) -> None:
         self._input_rate_hz = sample_rate_hz
         self._sink: _ByteSink | io.BytesIO = io.BytesIO() if is_seekable else _ByteSink()
         options = {"flush_packets": "1", **spec.container_options}
@@ -154,8 +159,8 @@ class _AvWriter:
         stream = self._container.add_stream(codec_name, rate=self.codec_rate_hz, layout="mono")
         self._stream = cast(AudioStream, stream)  # an audio codec always gives an audio stream
         self._stream.codec_context.format = spec.sample_format
-        if spec.bit_rate is not None:
-            self._stream.codec_context.bit_rate = spec.bit_rate
+        if bit_rate is not None:
+            self._stream.codec_context.bit_rate = bit_rate
         self._stream.codec_context.options = dict(spec.codec_options)
         self._resampler = av.AudioResampler(format=spec.sample_format, layout="mono", rate=self.codec_rate_hz)
         self._is_int16 = spec.sample_format == "s16"
@@ -194,10 +199,29 @@ class _AvWriter:
         return self._sink.drain() if isinstance(self._sink, _ByteSink) else b""
 
 
+def _check_bit_rate(fmt: str, bit_rate_kbps: int | None) -> int | None:
+    """The bit rate to use for ``fmt`` (None for lossless formats)."""
+    if fmt not in DEFAULT_BIT_RATES_KBPS:
+        return None
+    if bit_rate_kbps is None:
+        return DEFAULT_BIT_RATES_KBPS[fmt]
+    low, high = BIT_RATE_RANGES_KBPS[fmt]
+    if not low <= bit_rate_kbps <= high:
+        raise InvalidInputError(f"{fmt} bit rate must be {low}-{high} kbit/s, not {bit_rate_kbps}; pick one in range")
+    return bit_rate_kbps
+
+
 class StreamEncoder:
     """Incremental encoder for one response: feed float32 mono chunks, get bytes as soon as the codec has them."""
 
-    def __init__(self, fmt: str, sample_rate_hz: int = 24000, *, is_seekable: bool = False) -> None:
+    def __init__(
+        self,
+        fmt: str,
+        sample_rate_hz: int = 24000,
+        *,
+        is_seekable: bool = False,
+        bit_rate_kbps: int | None = None,
+    ) -> None:
         """Start an encoder.
 
         Args:
@@ -206,9 +230,11 @@ class StreamEncoder:
             is_seekable: buffer everything so the muxer can patch headers (mp3 Xing,
                 flac STREAMINFO); ``encode`` then returns ``b""`` and ``finish`` the
                 whole file. Always on for :data:`BUFFERED_FORMATS`.
+            bit_rate_kbps: for mp3, opus and aac, within :data:`BIT_RATE_RANGES_KBPS`;
+                None takes :data:`DEFAULT_BIT_RATES_KBPS`. Ignored by lossless formats.
 
         Raises:
-            InvalidInputError: the format is not supported.
+            InvalidInputError: the format is not supported, or the bit rate is out of range.
         """
         if fmt not in SUPPORTED_FORMATS:
             raise InvalidInputError(f"unsupported response_format {fmt!r}; use one of {', '.join(SUPPORTED_FORMATS)}")
@@ -216,7 +242,11 @@ class StreamEncoder:
             raise InvalidInputError(f"sample_rate_hz must be positive, got {sample_rate_hz}")
         self.fmt = fmt
         self.is_buffered = is_seekable or fmt in BUFFERED_FORMATS
-        self._writer = _AvWriter(_CODEC_SPECS[fmt], sample_rate_hz, self.is_buffered) if fmt in _CODEC_SPECS else None
+        self.bit_rate_kbps = _check_bit_rate(fmt, bit_rate_kbps)
+        self._writer = None
+        if fmt in _CODEC_SPECS:
+            bit_rate = None if self.bit_rate_kbps is None else 1000 * self.bit_rate_kbps
+            self._writer = _AvWriter(_CODEC_SPECS[fmt], sample_rate_hz, self.is_buffered, bit_rate)
         self._pending = wav_header(sample_rate_hz) if fmt == "wav" else b""
         self._is_finished = False
         #: the rate a decoder reports for the produced stream (48000 for opus)
@@ -252,18 +282,19 @@ class StreamEncoder:
         self._is_finished = True
 
 
-def encode_audio(pcm: np.ndarray, fmt: str, sample_rate_hz: int = 24000) -> bytes:
+def encode_audio(pcm: np.ndarray, fmt: str, sample_rate_hz: int = 24000, *, bit_rate_kbps: int | None = None) -> bytes:
     """Encode a whole clip at once, with exact sizes in the headers.
 
     Unlike the streamed form, wav carries its true RIFF/data sizes, mp3 a Xing/LAME
     header (exact duration and gapless trimming) and flac its sample count and MD5.
+    ``bit_rate_kbps`` is as for :class:`StreamEncoder`.
 
     Raises:
-        InvalidInputError: unknown format or audio that is not mono.
+        InvalidInputError: unknown format, a bit rate out of range, or audio that is not mono.
     """
     samples = _as_mono_float(pcm)
     if fmt == "wav":
         data = to_int16(samples).tobytes()
         return wav_header(sample_rate_hz, len(data)) + data
-    encoder = StreamEncoder(fmt, sample_rate_hz, is_seekable=True)
+    encoder = StreamEncoder(fmt, sample_rate_hz, is_seekable=True, bit_rate_kbps=bit_rate_kbps)
     return encoder.encode(samples) + encoder.finish()

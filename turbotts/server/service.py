@@ -172,7 +172,9 @@ class SpeechService:
             refine_prompt=refine_prompt,
             refine_text=self.settings.default_refine_text if options.refine_text is None else options.refine_text,
         )
-        return SpeechPlan(params, options.response_format, rate, tuple(warnings), options.seed is not None)
+        fmt = options.response_format
+        bit_rate_kbps = self.settings.bit_rate_kbps(fmt)
+        return SpeechPlan(params, fmt, rate, tuple(warnings), options.seed is not None, bit_rate_kbps)
 
     def _engine_source(self, params: SynthesisParams) -> EngineSource:
         return EngineSource(self.engine, params, on_request=self.metrics.engine_requests.inc)

@@ -24,6 +24,7 @@ from pydantic_settings import (
 from turbotts.config import EngineConfig
 from turbotts.errors import InvalidInputError
 from turbotts.guard.keys import parse_secret_key
+from turbotts.server.audio_encoding import BIT_RATE_RANGES_KBPS, DEFAULT_BIT_RATES_KBPS
 from turbotts.sources import ModelSource
 
 ENV_PREFIX = "TURBOTTS_"
@@ -75,6 +76,17 @@ class ServerSettings(BaseSettings):
     api_key_file: Path | None = None
     shutdown_grace_s: float = Field(default=10.0, ge=0.0)
     log_format: Literal["json", "text"] = Field(default="json", description="json: one redacted object per line.")
+
+    # lossy response formats: less bandwidth for less quality (the watermark survives 64 kbit/s)
+    mp3_bit_rate_kbps: int = Field(
+        default=DEFAULT_BIT_RATES_KBPS["mp3"], ge=BIT_RATE_RANGES_KBPS["mp3"][0], le=BIT_RATE_RANGES_KBPS["mp3"][1]
+    )
+    opus_bit_rate_kbps: int = Field(
+        default=DEFAULT_BIT_RATES_KBPS["opus"], ge=BIT_RATE_RANGES_KBPS["opus"][0], le=BIT_RATE_RANGES_KBPS["opus"][1]
+    )
+    aac_bit_rate_kbps: int = Field(
+        default=DEFAULT_BIT_RATES_KBPS["aac"], ge=BIT_RATE_RANGES_KBPS["aac"][0], le=BIT_RATE_RANGES_KBPS["aac"][1]
+    )
 
     # production guards (README "Production guards")
     redis_url: SecretStr | None = Field(default=None, description="Shared L2 cache and rate limits; unset = local.")
@@ -157,6 +169,10 @@ class ServerSettings(BaseSettings):
             max_seq_len=self.max_seq_len,
             vocoder_dtype=self.vocoder_dtype,
         )
+
+    def bit_rate_kbps(self, fmt: str) -> int | None:
+        """The configured bit rate of a lossy ``response_format``; None for the lossless ones."""
+        return {"mp3": self.mp3_bit_rate_kbps, "opus": self.opus_bit_rate_kbps, "aac": self.aac_bit_rate_kbps}.get(fmt)
 
     def summary(self) -> str:
         """One log line; key material is never printed."""

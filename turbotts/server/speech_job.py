@@ -33,6 +33,7 @@ class SpeechPlan:
     stretch_rate: float
     warnings: tuple[str, ...] = ()
     is_deterministic: bool = False  # the client gave a seed: the audio may be cached
+    bit_rate_kbps: int | None = None  # mp3, opus, aac: the server's setting for the format
 
 
 class AudioSource(Protocol):
@@ -85,7 +86,8 @@ class SpeechJob:
 
     async def encoded(self) -> AsyncIterator[bytes]:
         """Bytes of ``response_format``, sent as soon as the encoder has them."""
-        encoder = StreamEncoder(self.plan.response_format, self.pipeline.sample_rate_hz)
+        plan = self.plan
+        encoder = StreamEncoder(plan.response_format, self.pipeline.sample_rate_hz, bit_rate_kbps=plan.bit_rate_kbps)
         self.metrics.in_flight.inc()
         is_first = True
         try:
