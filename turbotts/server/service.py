@@ -24,7 +24,7 @@ import numpy as np
 from turbotts.cache.tiered import CacheLevel
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.errors import InvalidInputError
-from turbotts.guard.redact import describe_text
+from turbotts.guard.redact import sensitive_text, text_fields
 from turbotts.guard.watermark import Payload, WatermarkStream
 from turbotts.model.speaker import decode_voice
 from turbotts.params import SamplingParams, SynthesisParams, default_refine_params
@@ -186,6 +186,10 @@ class SpeechService:
             UnknownModelError, InputTooLongError, InvalidInputError, VoiceNotFoundError,
             ContentFilteredError, OverloadedError.
         """
+        with sensitive_text(request.input):  # scrubs the text from this task's log lines (a second layer)
+            return await self._speech(request, request_id)
+
+    async def _speech(self, request: SpeechRequest, request_id: str) -> SpeechJob:
         if request.model not in KNOWN_MODELS:
             raise UnknownModelError(
                 f"model {request.model[:100]!r} is not served here; use one of {', '.join(sorted(KNOWN_MODELS))}"
@@ -194,7 +198,7 @@ class SpeechService:
         self.check_content(request.input)
         is_degraded = self.admit()
         plan = self.plan(request)
-        described = describe_text(request.input)
+        described = text_fields(request.input)
         logger.info(
             "speech text_sha256=%s text_len=%d format=%s seeded=%s",
             described["text_sha256"], described["text_len"], plan.response_format, plan.is_deterministic,
