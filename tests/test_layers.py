@@ -11,13 +11,14 @@ from collections import defaultdict
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "turbotts"
-BASE = {"errors", "config", "params", "optional"}
+BASE = {"errors", "config", "params", "optional", "redaction"}
 #: layer -> the layers it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "config": {"errors"},
     "params": {"errors"},
     "optional": {"errors"},
+    "redaction": set(),
     "text": BASE,
     "model": BASE,  # the model never knows about requests, guards or the server
     "engine": BASE | {"text", "model"},  # requests meet tensors here, and only here

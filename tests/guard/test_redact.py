@@ -16,6 +16,7 @@ from turbotts.guard.redact import (
     metric_label,
     request_id_var,
     sensitive_text,
+    text_fields,
 )
 
 SECRET = "please say my bank password is hunter2"
@@ -36,9 +37,10 @@ def log() -> Iterator[tuple[logging.Logger, io.StringIO]]:
 
 
 def test_describe_text() -> None:
-    described = describe_text(SECRET)
+    described = text_fields(SECRET)
     assert described["text_len"] == len(SECRET) and len(described["text_sha256"]) == 12
     assert SECRET not in json.dumps(described)
+    assert describe_text(SECRET) == f"sha256:{described['text_sha256']} ({len(SECRET)} chars)"
 
 
 def test_extra_fields_are_replaced(log: tuple[logging.Logger, io.StringIO]) -> None:
@@ -53,7 +55,7 @@ def test_extra_fields_are_replaced(log: tuple[logging.Logger, io.StringIO]) -> N
     entry = json.loads(line)
     assert entry["request_id"] == "req-123" and entry["level"] == "INFO" and entry["logger"] == "turbotts.test.redact"
     assert entry["message"] == "synthesizing" and entry["voice"] == "alloy" and entry["ts"].endswith("+00:00")
-    assert entry["text_sha256"] == describe_text(SECRET)["text_sha256"] and entry["input_len"] == len(SECRET)
+    assert entry["text_sha256"] == text_fields(SECRET)["text_sha256"] and entry["input_len"] == len(SECRET)
 
 
 def test_registered_text_is_scrubbed_from_messages(log: tuple[logging.Logger, io.StringIO]) -> None:
@@ -67,7 +69,8 @@ def test_registered_text_is_scrubbed_from_messages(log: tuple[logging.Logger, io
     logger.info("after the request: %s", "other text")
     output = stream.getvalue()
     assert "hunter2" not in output and "other text" in output
-    assert describe_text(SECRET)["text_sha256"] in output
+    assert text_fields(SECRET)["text_sha256"] in output
+    assert "ValueError: cannot say" not in output and "ValueError: sha256:" in output  # the message, as a digest
 
 
 def test_formatter_alone_still_scrubs_fields() -> None:

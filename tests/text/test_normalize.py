@@ -117,3 +117,11 @@ def test_no_digits_survive_random_input() -> None:
     for text in ["1.2.3.4.5", "12:99", "9999-99-99", "00:00", "0.0", "1e10", "3 - 4", "１２%"]:
         for lang in ("zh", "en"):
             assert not re.search(r"\d", normalize(text, lang)), (text, lang)
+
+
+def test_digits_cn2an_cannot_read_fall_back_and_log_no_text(caplog: pytest.LogCaptureFixture) -> None:
+    # cn2an.an2cn raises on Arabic-Indic digits; this used to escape normalize (a 500)
+    with caplog.at_level("WARNING", logger="turbotts.text.normalize"):
+        assert normalize_zh("价格¥١٢٣٤元") == "价格¥一二三四元"
+    assert "cn2an could not read sha256:" in caplog.text and "(8 chars)" in caplog.text
+    assert "价格" not in caplog.text and "١" not in caplog.text

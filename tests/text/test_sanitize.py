@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from tests.golden import FIXTURE_DIR, case
+from turbotts.redaction import text_sha256
 from turbotts.text.sanitize import (
     charset_from_vocab,
     collapse_punctuation,
@@ -24,10 +25,12 @@ def test_norm0_path_matches_official(item: dict[str, str]) -> None:
     assert map_unrepresentable(item["input"]) == item["norm=0,homophone=0"]
 
 
-def test_dropped_characters_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+def test_dropped_characters_are_counted_not_logged(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
-        assert map_unrepresentable("a#b") == "ab"
-    assert "#" in caplog.text
+        assert map_unrepresentable("a#b жзи#") == "ab "
+    assert "dropped 5 characters" in caplog.text and "4 distinct" in caplog.text
+    assert f"sha256:{text_sha256('#жзи')}" in caplog.text  # the sorted distinct set, as a digest
+    assert "#" not in caplog.text and "жзи" not in caplog.text
 
 
 def test_vocab_charset() -> None:

@@ -7,19 +7,22 @@ the watermark's request hash) without storing the words.
 
 Three layers, each cheap:
 
-* :func:`describe_text` for code that wants to log about a text on purpose;
+* :func:`turbotts.redaction.describe_text` (re-exported here) and :func:`text_fields`
+  for code that wants to log about a text on purpose; the text front end and the
+  tokenizer use the former directly, since they sit below this layer;
 * :class:`RedactionFilter` (a ``logging.Filter``) that replaces ``text``/``input``
   fields passed in ``extra`` and any occurrence of the current request's text
   (registered with :func:`sensitive_text`) in the rendered message;
 * :class:`JsonFormatter`, one JSON object per line with the time, level, logger,
   message and the ``request_id`` of the current context, which scrubs the same
-  fields again, so a handler that forgot the filter still leaks nothing.
+  fields again, and renders tracebacks with every exception message as a digest
+  (:func:`turbotts.redaction.redacted_traceback`), so a handler that forgot the
+  filter still leaks nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import sys
@@ -27,6 +30,13 @@ from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import IO, Any
+
+from turbotts.redaction import describe_text, redacted_traceback, text_sha256
+
+__all__ = [
+    "JsonFormatter", "RedactionFilter", "configure_json_logging", "describe_text", "metric_label",
+    "request_id_var", "scrub", "sensitive_text", "text_fields",
+]  # fmt: skip
 
 request_id_var: ContextVar[str | None] = ContextVar("turbotts_request_id", default=None)
 _sensitive_text_var: ContextVar[tuple[str, ...]] = ContextVar("turbotts_sensitive_text", default=())
@@ -36,14 +46,14 @@ _MIN_SCRUB_LEN = 4  # shorter strings are too common to replace inside messages
 _STANDARD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
 
-def describe_text(text: str) -> dict[str, Any]:
-    """What may be logged about a text: a 12-hex SHA-256 prefix and its length in characters."""
-    return {"text_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()[:12], "text_len": len(text)}
+def text_fields(text: str) -> dict[str, Any]:
+    """What may be logged about a text, as fields: a 12-hex SHA-256 prefix and its length in characters."""
+    return {"text_sha256": text_sha256(text), "text_len": len(text)}
 
 
 def _describe_field(name: str, value: object) -> dict[str, Any]:
-    described = describe_text(value if isinstance(value, str) else repr(value))
-    return {f"{name}_sha256": described["text_sha256"], f"{name}_len": described["text_len"]}
+    text = value if isinstance(value, str) else repr(value)
+    return {f"{name}_sha256": text_sha256(text), f"{name}_len": len(text)}
 
 
 @contextlib.contextmanager
@@ -60,8 +70,7 @@ def scrub(message: str) -> str:
     """Replace the current request's registered texts in ``message`` by ``<text sha256=... len=...>``."""
     for text in _sensitive_text_var.get():
         if text in message:
-            described = describe_text(text)
-            message = message.replace(text, f"<text sha256={described['text_sha256']} len={described['text_len']}>")
+            message = message.replace(text, f"<text {describe_text(text)}>")
     return message
 
 
@@ -107,8 +116,8 @@ class JsonFormatter(logging.Formatter):
                 entry.update(_describe_field(name, value))
             else:
                 entry[name] = value
-        if record.exc_info:
-            entry["exc"] = scrub(self.formatException(record.exc_info))
+        if record.exc_info and record.exc_info[1] is not None:
+            entry["exc"] = redacted_traceback(record.exc_info[1])
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 

@@ -23,6 +23,7 @@ import torch
 from tokenizers import Tokenizer as HFTokenizer
 
 from turbotts.errors import CheckpointError, InvalidInputError
+from turbotts.redaction import describe_text
 
 logger = logging.getLogger(__name__)
 
@@ -134,12 +135,16 @@ class Tokenizer:
         """
         ids = self._tok.encode(text, add_special_tokens=False).ids
         if not ids:
-            raise InvalidInputError(f"text {text!r} has no tokens; send text with words in it")
+            raise InvalidInputError(f"the text ({len(text)} characters) has no tokens; send text with words in it")
         bad = [i for i in ids if not 0 <= i < self.num_text_tokens]
         if bad:
             raise CheckpointError(f"token ids {bad} are outside the {self.num_text_tokens} text embeddings")
         if self.unk_id is not None and self.unk_id in ids:
-            logger.warning("text has characters the vocabulary lacks ([UNK]); map them before encoding: %r", text)
+            logger.warning(
+                "text %s has %d [UNK] tokens (characters the vocabulary lacks, or a word over its length limit); "
+                "map them before encoding",
+                describe_text(text), ids.count(self.unk_id),
+            )  # fmt: skip
         return ids
 
     def encode_unpadded(self, texts: Sequence[str]) -> list[list[int]]:

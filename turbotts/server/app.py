@@ -21,7 +21,7 @@ from turbotts.engine.async_engine import AsyncEngine
 from turbotts.engine.core import EngineCore
 from turbotts.errors import TurboTTSError
 from turbotts.guard.apikeys import APIKeyStore
-from turbotts.server.context import install_log_filter
+from turbotts.server.context import install_log_filter, route_segments
 from turbotts.server.errors import install_error_handlers
 from turbotts.server.guards import Guards, build_guards, watch_pressure
 from turbotts.server.metrics import Metrics
@@ -63,7 +63,7 @@ def _reload_on_sighup(guards: Guards) -> bool:
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: ServerSettings = app.state.settings
-    install_log_filter()
+    install_log_filter(app.state.path_segments)
     logger.info("settings: %s", settings.summary())
     try:
         source = settings.model_source()
@@ -123,6 +123,9 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     app.state.startup_error = None
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware)
-    for module in (speech, voices, ws, health, admin):
-        app.include_router(module.router)
+    routers = [module.router for module in (speech, voices, ws, health, admin)]
+    for router in routers:
+        app.include_router(router)
+    paths = [getattr(route, "path", "") for routes in [app.routes, *(r.routes for r in routers)] for route in routes]
+    app.state.path_segments = route_segments(paths)  # access lines keep these words of a path, hash the rest
     return app

@@ -32,6 +32,7 @@ from turbotts.errors import (
     VoiceExistsError,
     VoiceNotFoundError,
 )
+from turbotts.redaction import describe_exception
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def _response(status: int, body: dict[str, Any], headers: dict[str, str] | None 
 async def _turbotts_error(request: Request, exc: Exception) -> JSONResponse:
     status, body = describe(exc)
     if status >= 500 and not isinstance(exc, OverloadedError):  # refusals are counted, not logged one by one
-        logger.error("request failed: %s", exc)
+        logger.error("request failed: %s", describe_exception(exc))  # its message may quote the request
     headers: dict[str, str] | None = None
     if status in (429, 503):
         headers = {"Retry-After": retry_after_header(getattr(exc, "retry_after_s", 1.0))}
@@ -105,7 +106,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
-    logger.exception("unexpected error")
+    logger.error("unexpected error: %s", describe_exception(exc), exc_info=exc)  # handlers digest the traceback
     status, body = describe(exc)
     return _response(status, body)
 

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 from turbotts.cache.tiered import CacheLevel
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.errors import InputTooLongError, InvalidInputError, OverloadedError, UnknownModelError
-from turbotts.guard.redact import describe_text
+from turbotts.guard.redact import sensitive_text, text_fields
 from turbotts.guard.watermark import Payload, WatermarkStream
 from turbotts.params import SynthesisParams, user_sampling
 from turbotts.server.audio_effects import speed_plan
@@ -65,12 +65,16 @@ class SpeechService:
             UnknownModelError, InputTooLongError, InvalidInputError, VoiceNotFoundError,
             ContentFilteredError, OverloadedError.
         """
+        with sensitive_text(request.input):  # scrubs the text from this task's log lines (a second layer)
+            return await self._speech(request, request_id)
+
+    async def _speech(self, request: SpeechRequest, request_id: str) -> SpeechJob:
         _check_model(request.model)
         text = self.clean_input(request.input)
         self.check_content(request.input)
         is_degraded = self.admit()
         plan = self.plan(request)
-        described = describe_text(request.input)
+        described = text_fields(request.input)
         logger.info(
             "speech text_sha256=%s text_len=%d format=%s seeded=%s",
             described["text_sha256"], described["text_len"], plan.response_format, plan.is_deterministic,

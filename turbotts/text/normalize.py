@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
 from collections.abc import Callable
 from functools import cache
 from typing import Literal
@@ -32,9 +33,15 @@ from typing import Literal
 import cn2an
 import inflect
 
+from turbotts.redaction import describe_text
 from turbotts.text.sanitize import CONTROL_TOKEN_RE, OFFICIAL_CHAR_MAP, collapse_punctuation, map_plain
 
 logger = logging.getLogger(__name__)
+
+# cn2an reports a digit it cannot read (Arabic-Indic and other non-ASCII digits) with
+# warnings.warn quoting it, straight to stderr beside the JSON log lines; we read such
+# digits one by one anyway, and log only a digest when cn2an fails outright.
+warnings.filterwarnings("ignore", category=UserWarning, module=r"cn2an(\.|$)")
 
 Lang = Literal["zh", "en"]
 Rule = tuple["re.Pattern[str]", Callable[["re.Match[str]"], str]]
@@ -152,15 +159,28 @@ def _zh_signed(num: str) -> str:
 
 
 def normalize_zh(text: str) -> str:
-    """Read the digits and symbols of Chinese text in Chinese."""
+    """Read the digits and symbols of Chinese text in Chinese.
+
+    When cn2an cannot read a number (``cn2an.an2cn`` raises on non-ASCII digits such
+    as ``"¥١٢٣"``), the digits are read one by one; the warning gives a digest of
+    the text, never the text (nor cn2an's message, which quotes it).
+    """
+    try:
+        return _zh_spelled(text)
+    except (ValueError, KeyError, IndexError) as exc:  # cn2an raises these on odd input
+        logger.warning(
+            "cn2an could not read %s (%s); reading digits one by one", describe_text(text), type(exc).__name__
+        )
+    text = "".join(_ZH_SYMBOLS.get(ch, ch) for ch in _THOUSANDS_RE.sub("", text))
+    return re.sub(r"\d", lambda m: _ZH_DIGITS[int(m[0])], text)
+
+
+def _zh_spelled(text: str) -> str:
     text = _THOUSANDS_RE.sub("", text)
     for pattern, fn in _ZH_RULES:
         text = pattern.sub(fn, text)
     text = "".join(_ZH_SYMBOLS.get(ch, ch) for ch in text)
-    try:
-        text = cn2an.transform(text, "an2cn")
-    except (ValueError, KeyError, IndexError) as exc:  # cn2an raises these on odd input
-        logger.warning("cn2an could not read %r (%s); reading digits one by one", text, exc)
+    text = cn2an.transform(text, "an2cn")
     return re.sub(r"\d", lambda m: _ZH_DIGITS[int(m[0])], text)
 
 

@@ -21,6 +21,8 @@ import re
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping
 
+from turbotts.redaction import describe_text
+
 logger = logging.getLogger(__name__)
 
 #: The control tokens of the official vocabulary (prosody and prompt structure).
@@ -107,8 +109,9 @@ def map_unrepresentable(
     """Map or drop every character outside the representable set.
 
     A rejected character is replaced by ``char_map[ch]`` when that replacement is
-    representable, otherwise dropped; dropped characters are logged once per
-    call as a warning. Control tokens are never touched.
+    representable, otherwise dropped; one warning per call says how many
+    characters were dropped and gives a digest of them, never the characters
+    (they are pieces of the user's text). Control tokens are never touched.
 
     With the defaults this reproduces the official ``norm=0`` path (character
     map, then removal of everything outside the official charset). Deviation:
@@ -125,7 +128,7 @@ def map_unrepresentable(
         The text with only representable characters and control tokens.
     """
     accept = is_representable.__contains__ if isinstance(is_representable, Collection) else is_representable
-    dropped: set[str] = set()
+    dropped: list[str] = []
 
     def fix(piece: str) -> str:
         out: list[str] = []
@@ -139,12 +142,15 @@ def map_unrepresentable(
             if repl is not None and all(accept(c) for c in repl):
                 out.append(repl)
             else:
-                dropped.add(ch)
+                dropped.append(ch)
         return "".join(out)
 
     result = map_plain(text, fix)
     if dropped:
-        logger.warning("dropped characters the tokenizer cannot represent: %s", "".join(sorted(dropped)))
+        logger.warning(
+            "dropped %d characters the tokenizer cannot represent (%d distinct, %s)",
+            len(dropped), len(set(dropped)), describe_text("".join(sorted(set(dropped)))),
+        )  # fmt: skip
     return result
 
 
