@@ -25,16 +25,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import sys
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from datetime import datetime, timezone
-from typing import IO, Any
+from typing import Any
 
 from turbotts.redaction import describe_text, redacted_traceback, text_sha256
 
 __all__ = [
-    "JsonFormatter", "RedactionFilter", "configure_json_logging", "describe_text", "metric_label",
+    "JsonFormatter", "RedactionFilter", "describe_text", "metric_label",
     "request_id_var", "scrub", "sensitive_text", "text_fields",
 ]  # fmt: skip
 
@@ -124,14 +123,3 @@ class JsonFormatter(logging.Formatter):
 def metric_label(value: str, allowed: frozenset[str], other: str = "other") -> str:
     """A metric label from a closed set: anything else (a voice string, a text) becomes ``other``."""
     return value if value in allowed else other
-
-
-def configure_json_logging(level: int | str = logging.INFO, stream: IO[str] | None = None) -> logging.Handler:
-    """Send the root logger's records as redacted JSON lines to ``stream`` (stderr); returns the handler."""
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    handler.addFilter(RedactionFilter())
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(level)
-    return handler
