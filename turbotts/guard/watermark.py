@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from turbotts.audio import resample
 from turbotts.guard.watermark_code import NUM_CODED_BITS, Payload, decode, encode
 
 __all__ = [
@@ -57,7 +58,6 @@ __all__ = [
     "coded_bit_accuracy",
     "detect",
     "embed",
-    "resample",
     "snr_db",
 ]
 
@@ -180,16 +180,6 @@ class WatermarkStream:
 def embed(wav: np.ndarray, key: bytes, payload: Payload, config: WatermarkConfig | None = None) -> np.ndarray:
     """Mark a whole waveform (1-D float, 24 kHz); returns float32 of the same length."""
     return WatermarkStream(key, payload, config).push(wav)
-
-
-def resample(wav: np.ndarray, from_hz: int, to_hz: int) -> np.ndarray:
-    """Band-limited (FFT) resampling, enough to bring a decoded 48 kHz file back to 24 kHz."""
-    if from_hz == to_hz:
-        return wav
-    num_out = round(len(wav) * to_hz / from_hz)
-    spectrum = np.fft.rfft(wav)
-    keep = min(len(spectrum), num_out // 2 + 1)
-    return np.fft.irfft(spectrum[:keep], n=num_out) * (num_out / len(wav))
 
 
 def _whiten(wav: np.ndarray, band_hz: tuple[float, float]) -> np.ndarray:

@@ -20,18 +20,17 @@ from pathlib import Path
 import numpy as np
 import psutil
 import redis.asyncio as aioredis
-import soundfile as sf
 
+from turbotts.audio import read_mono
 from turbotts.cache.lru import LRUCache, LRUCacheConfig
 from turbotts.cache.redis import OutageTracker, RedisCache, RedisCacheConfig, RedisConfig, connect, redact_url
 from turbotts.cache.tiered import TieredCache
 from turbotts.engine.async_engine import AsyncEngine
-from turbotts.errors import InvalidInputError, RateLimitedError
+from turbotts.errors import AudioReadError, InvalidInputError, RateLimitedError
 from turbotts.guard.admission import AdmissionConfig, AdmissionController, PressureSample
 from turbotts.guard.content_filter import ContentFilter
 from turbotts.guard.keys import parse_secret_key
 from turbotts.guard.ratelimit import LocalRateLimiter, RateLimitConfig, RateLimiter, RedisRateLimiter
-from turbotts.guard.watermark import resample
 from turbotts.server.audio_cache import AudioCache
 from turbotts.server.metrics import GuardStats, Metrics
 from turbotts.server.settings import ServerSettings
@@ -176,11 +175,9 @@ def load_clip(path: Path, sample_rate_hz: int) -> np.ndarray:
         InvalidInputError: the file cannot be read as audio.
     """
     try:
-        samples, rate = sf.read(str(Path(path).expanduser()), dtype="float32", always_2d=True)
-    except (OSError, RuntimeError, sf.LibsndfileError) as exc:
-        raise InvalidInputError(f"cannot read fallback_clip {path} ({exc}); give a WAV, FLAC or OGG file") from exc
-    mono = samples.mean(axis=1)
-    return np.asarray(resample(mono, int(rate), sample_rate_hz), dtype=np.float32)
+        return read_mono(Path(path).expanduser(), sample_rate_hz)
+    except AudioReadError as exc:
+        raise InvalidInputError(f"cannot read fallback_clip {path} ({exc}); give a WAV, FLAC, OGG or mp3 file") from exc
 
 
 _THIS_PROCESS = psutil.Process()
