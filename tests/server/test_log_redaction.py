@@ -39,12 +39,20 @@ class _Frame:  # the two attributes websockets' Frame has that the filter reads
 def captured() -> Iterator[io.StringIO]:
     root = logging.getLogger()
     saved_handlers, saved_level = list(root.handlers), root.level
+    # an in-process uvicorn started by an earlier test leaves its own handlers and propagate=False behind;
+    # `turbotts serve` passes log_config=None, so its records reach the root handlers: reproduce that here
+    uvicorn_loggers = [logging.getLogger(name) for name in ("uvicorn", "uvicorn.access", "uvicorn.error")]
+    saved_uvicorn = [(lg.handlers[:], lg.propagate, lg.level) for lg in uvicorn_loggers]
+    for lg in uvicorn_loggers:
+        lg.handlers, lg.propagate, lg.level = [], True, logging.NOTSET
     stream = io.StringIO()
     configure_logging("debug", "text", stream=stream)  # what `turbotts serve --log-format text` does
     install_log_filter(PUBLIC)  # what the app's lifespan adds: the words of its routes
     try:
         yield stream
     finally:
+        for lg, (handlers, propagate, level) in zip(uvicorn_loggers, saved_uvicorn, strict=True):
+            lg.handlers, lg.propagate, lg.level = handlers, propagate, level
         for handler in list(root.handlers):
             root.removeHandler(handler)
         for handler in saved_handlers:

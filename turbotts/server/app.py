@@ -21,6 +21,7 @@ from turbotts.engine.async_engine import AsyncEngine
 from turbotts.engine.core import EngineCore
 from turbotts.errors import TurboTTSError
 from turbotts.guard.apikeys import APIKeyStore
+from turbotts.server.connections import open_connections
 from turbotts.server.context import install_log_filter, route_segments
 from turbotts.server.errors import install_error_handlers
 from turbotts.server.guards import Guards, build_guards, watch_pressure
@@ -29,6 +30,7 @@ from turbotts.server.middleware import RequestContextMiddleware
 from turbotts.server.routes import admin, health, speech, voices, ws
 from turbotts.server.service import SpeechService
 from turbotts.server.settings import ServerSettings
+from turbotts.server.speech_job import ClipSource
 from turbotts.server.voice_service import VoiceService
 from turbotts.server.voices import VoiceStore
 from turbotts.sources import load_model
@@ -75,7 +77,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         raise
     try:
         api_keys = _api_keys(settings)
-        guards = build_guards(settings, model.fingerprint, model.sample_rate_hz, app.state.metrics)
+        connections = open_connections(settings)
+        guards = build_guards(settings, connections, model.fingerprint, model.sample_rate_hz, app.state.metrics)
+        fallback = None
+        if settings.fallback_clip is not None:
+            fallback = ClipSource.from_file(settings.fallback_clip, model.sample_rate_hz)
     except TurboTTSError as exc:
         app.state.startup_error = exc
         raise
@@ -85,14 +91,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.api_keys = api_keys
     app.state.guards = guards
     app.state.voice_service = voices
-    app.state.service = SpeechService(engine, voices, settings, app.state.metrics, guards)
+    app.state.service = SpeechService(engine, voices, settings, app.state.metrics, guards, fallback)
     app.state.is_draining = False
     watcher = asyncio.create_task(watch_pressure(guards.admission, engine, settings.device))
     has_sighup = _reload_on_sighup(guards)
     logger.info(
         "ready: %s model, %d KV slots, auth %s, redis %s, watermark %s, blocklist %s",
         "dummy" if model.is_dummy else "real", engine.stats.num_free_slots, "on" if api_keys.is_enabled else "off",
-        "on" if guards.redis is not None else "off", "on" if guards.watermark_key else "off",
+        "on" if connections.redis is not None else "off", "on" if guards.watermark_key else "off",
         ("on (SIGHUP reloads)" if has_sighup else "on") if guards.content_filter else "off",
     )  # fmt: skip
     try:
@@ -106,7 +112,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await watcher
         if has_sighup:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
-        await guards.close()
+        await connections.close()
         voices.store.close()
 
 

@@ -15,23 +15,20 @@ import logging
 import math
 import secrets
 from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import psutil
-import redis.asyncio as aioredis
 
-from turbotts.audio import read_mono
 from turbotts.cache.lru import LRUCache, LRUCacheConfig
-from turbotts.cache.redis import OutageTracker, RedisCache, RedisCacheConfig, RedisConfig, connect, redact_url
+from turbotts.cache.redis import RedisCache, RedisCacheConfig
 from turbotts.cache.tiered import TieredCache
 from turbotts.engine.async_engine import AsyncEngine
-from turbotts.errors import AudioReadError, InvalidInputError, RateLimitedError
+from turbotts.errors import InvalidInputError, RateLimitedError
 from turbotts.guard.admission import AdmissionConfig, AdmissionController, PressureSample
 from turbotts.guard.content_filter import ContentFilter
 from turbotts.guard.keys import parse_secret_key
 from turbotts.guard.ratelimit import LocalRateLimiter, RateLimitConfig, RateLimiter, RedisRateLimiter
 from turbotts.server.audio_cache import AudioCache
+from turbotts.server.connections import Connections
 from turbotts.server.metrics import GuardStats, Metrics
 from turbotts.server.settings import ServerSettings
 
@@ -69,15 +66,13 @@ class Guards:
     content_filter: ContentFilter | None
     watermark_key: bytes | None  # None: --no-watermark
     watermark_key_id: int
-    fallback_clip: np.ndarray | None
-    redis: aioredis.Redis | None
-    redis_tracker: OutageTracker | None
+    connections: Connections  # shared with the rest of the server; closed by the lifespan, not here
 
     def stats(self) -> GuardStats:
         return GuardStats(
             cache=self.audio_cache.cache.stats(),
             num_flights_joined=self.audio_cache.flights.num_joined,
-            num_redis_outages=self.redis_tracker.num_outages if self.redis_tracker is not None else 0,
+            num_redis_outages=self.connections.num_redis_outages,
         )
 
     def reload_blocklist(self) -> None:
@@ -92,29 +87,19 @@ class Guards:
         self.content_filter.reload()
         logger.info("blocklist reloaded")
 
-    async def close(self) -> None:
-        if self.redis is not None:
-            await self.redis.aclose()
 
-
-def build_guards(settings: ServerSettings, fingerprint: str, sample_rate_hz: int, metrics: Metrics) -> Guards:
-    """Every guard of one server. Opens no connection (redis-py connects on first use)."""
-    client: aioredis.Redis | None = None
-    tracker: OutageTracker | None = None
+def build_guards(
+    settings: ServerSettings, connections: Connections, fingerprint: str, sample_rate_hz: int, metrics: Metrics
+) -> Guards:
+    """Every guard of one server, over the shared ``connections``."""
     l1 = LRUCache(LRUCacheConfig(max_bytes=settings.cache_max_bytes, ttl_s=settings.cache_ttl_s))
     limit = RateLimitConfig(rate_rps=settings.rate_limit_rps, burst=settings.rate_limit_burst)
     limiter: RateLimiter = LocalRateLimiter(limit)
     l2: RedisCache | None = None
-    if settings.redis_url is not None:
-        redis_config = RedisConfig(url=settings.redis_url.get_secret_value())
-        client = connect(redis_config)
-        tracker = OutageTracker(
-            f"Redis at {redact_url(redis_config.url)}",
-            redis_config.backoff_s,
-            fallback="serving the cache from L1 and limiting rates per replica",
-        )
-        l2 = RedisCache(client, redis_config, RedisCacheConfig(ttl_s=settings.redis_cache_ttl_s), tracker=tracker)
-        limiter = RedisRateLimiter(client, limit, redis_config, tracker=tracker)
+    client, config, tracker = connections.redis, connections.redis_config, connections.redis_tracker
+    if client is not None and config is not None:
+        l2 = RedisCache(client, config, RedisCacheConfig(ttl_s=settings.redis_cache_ttl_s), tracker=tracker)
+        limiter = RedisRateLimiter(client, limit, config, tracker=tracker)
     content_filter = ContentFilter.from_file(settings.blocklist) if settings.blocklist is not None else None
     guards = Guards(
         audio_cache=AudioCache(TieredCache(l1, l2), fingerprint, sample_rate_hz),
@@ -123,9 +108,7 @@ def build_guards(settings: ServerSettings, fingerprint: str, sample_rate_hz: int
         content_filter=content_filter,
         watermark_key=_watermark_key(settings),
         watermark_key_id=settings.watermark_key_id,
-        fallback_clip=load_clip(settings.fallback_clip, sample_rate_hz) if settings.fallback_clip else None,
-        redis=client,
-        redis_tracker=tracker,
+        connections=connections,
     )
     metrics.guards.source = guards.stats
     return guards
@@ -166,18 +149,6 @@ def _watermark_key(settings: ServerSettings) -> bytes | None:
         )
         return secrets.token_bytes(32)
     return parse_secret_key(settings.watermark_key.get_secret_value(), "watermark_key")
-
-
-def load_clip(path: Path, sample_rate_hz: int) -> np.ndarray:
-    """A fallback clip as mono float32 at the model's rate.
-
-    Raises:
-        InvalidInputError: the file cannot be read as audio.
-    """
-    try:
-        return read_mono(Path(path).expanduser(), sample_rate_hz)
-    except AudioReadError as exc:
-        raise InvalidInputError(f"cannot read fallback_clip {path} ({exc}); give a WAV, FLAC, OGG or mp3 file") from exc
 
 
 _THIS_PROCESS = psutil.Process()

@@ -46,9 +46,16 @@ class SpeechService:
     """Speech over one engine; voices through :class:`VoiceService`."""
 
     def __init__(
-        self, engine: AsyncEngine, voices: VoiceService, settings: ServerSettings, metrics: Metrics, guards: Guards
+        self,
+        engine: AsyncEngine,
+        voices: VoiceService,
+        settings: ServerSettings,
+        metrics: Metrics,
+        guards: Guards,
+        fallback: ClipSource | None = None,
     ) -> None:
         self.engine = engine
+        self.fallback = fallback  # answered while admission control says "degraded" (degrade_mode=fallback)
         self.voices = voices
         self.settings = settings
         self.metrics = metrics
@@ -79,8 +86,8 @@ class SpeechService:
             "speech text_sha256=%s text_len=%d format=%s seeded=%s",
             described["text_sha256"], described["text_len"], plan.response_format, plan.is_deterministic,
         )  # fmt: skip
-        if is_degraded and self.guards.fallback_clip is not None:
-            clip = ClipSource(self.guards.fallback_clip, self.sample_rate_hz)
+        if is_degraded and self.fallback is not None:
+            clip = ClipSource(self.fallback.clip, self.sample_rate_hz)  # a fresh tally per request
             return SpeechJob(plan, clip, iterate([]), self.metrics, is_degraded=True)
         segments = split_text(text, self.settings.max_segment_chars)
         cache_level, source = await self._source(plan, segments)

@@ -12,11 +12,14 @@ import json
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from turbotts.audio import read_mono
 from turbotts.cache.tiered import CacheLevel
+from turbotts.errors import AudioReadError, InvalidInputError
 from turbotts.guard.watermark import WatermarkStream
 from turbotts.params import SynthesisParams
 from turbotts.server.audio_encoding import StreamEncoder
@@ -47,6 +50,20 @@ class AudioSource(Protocol):
 
 class ClipSource:
     """The configured fallback clip, answered while the server is degraded."""
+
+    @classmethod
+    def from_file(cls, path: Path, sample_rate_hz: int) -> ClipSource:
+        """The clip in ``path`` as mono float32 at the model's rate.
+
+        Raises:
+            InvalidInputError: the file cannot be read as audio.
+        """
+        try:
+            return cls(read_mono(Path(path).expanduser(), sample_rate_hz), sample_rate_hz)
+        except AudioReadError as exc:
+            raise InvalidInputError(
+                f"cannot read fallback_clip {path} ({exc}); give a WAV, FLAC, OGG or mp3 file"
+            ) from exc
 
     def __init__(self, clip: np.ndarray, sample_rate_hz: int) -> None:
         self.clip = clip
