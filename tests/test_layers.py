@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "turbotts"
-BASE = {"errors", "config", "params", "optional", "redaction", "audio"}
+BASE = {"errors", "config", "params", "optional", "redaction", "audio", "digests"}
 #: layer -> the layers it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
@@ -20,6 +20,7 @@ ALLOWED: dict[str, set[str]] = {
     "optional": {"errors"},
     "redaction": set(),
     "audio": {"errors"},
+    "digests": set(),
     "text": BASE,
     "model": BASE,  # the model never knows about requests, guards or the server
     "engine": BASE | {"text", "model"},  # requests meet tensors here, and only here

@@ -11,6 +11,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tests.golden import FIXTURE_DIR
+from turbotts.digests import file_sha256
 from turbotts.errors import CheckpointError
 from turbotts.model import checkpoint as ckpt
 from turbotts.model.dummy import FULL_CONFIG, TINY_CONFIG, write_dummy_checkpoint
@@ -58,7 +59,7 @@ def test_verified_stamp_skips_rehashing_only_while_files_are_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shutil.copytree(FIXTURE_DIR / "asset", tmp_path / "asset")
-    digests = {rel: ckpt.sha256_of(tmp_path / rel) for rel in ckpt.OFFICIAL_SHA256 if (tmp_path / rel).exists()}
+    digests = {rel: file_sha256(tmp_path / rel) for rel in ckpt.OFFICIAL_SHA256 if (tmp_path / rel).exists()}
     monkeypatch.setattr(ckpt, "OFFICIAL_SHA256", digests)  # pretend the tiny files are the release
     ckpt.open_checkpoint(tmp_path)
     assert (tmp_path / ckpt.VERIFIED_STAMP).exists()

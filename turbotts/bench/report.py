@@ -7,6 +7,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from turbotts.bench.figures import new_figure, save_figure
 from turbotts.bench.runner import RunResult
 
 
@@ -46,12 +47,7 @@ def write_json(report: dict[str, Any], path: Path) -> None:
 
 def write_plot(runs: list[dict[str, Any]], path: Path, title: str) -> None:
     """Throughput and TTFA p50 against concurrency, one line per mode."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_tp, ax_ttfa) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax_tp, ax_ttfa) = new_figure(2, (11, 4.2))
     for mode in dict.fromkeys(r["mode"] for r in runs):
         points = sorted((r["concurrency"], r) for r in runs if r["mode"] == mode)
         xs = [c for c, _ in points]
@@ -71,8 +67,4 @@ def write_plot(runs: list[dict[str, Any]], path: Path, title: str) -> None:
     for ax in (ax_tp, ax_ttfa):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, title)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from turbotts.digests import file_sha256
 from turbotts.errors import CheckpointError
 from turbotts.guard.seal import (
     MANIFEST_FILE,
@@ -36,14 +37,6 @@ def directory_reader(root: Path) -> ReadFile:
         return path.read_bytes() if path.is_file() else None
 
     return read
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _write(target: Path, files: dict[str, bytes]) -> None:

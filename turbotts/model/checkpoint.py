@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from turbotts.config import ModelConfig, model_config_from_dict
+from turbotts.digests import file_sha256
 from turbotts.errors import CheckpointError
 
 VOCOS_FILE = "asset/Vocos.safetensors"
@@ -43,14 +44,6 @@ OFFICIAL_SHA256 = {
     "asset/tokenizer/tokenizer_config.json": "43e9d658b554fa5ee8d8e1d763349323bfef1ed7a89c0794220ab8861387d421",
     TOKENIZER_FILE: "843838a64e121e23e774cc75874c6fe862198d9f7dd43747914633a8fd89c20e",
 }
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -141,7 +134,7 @@ def verify_official_digests(checkpoint: Checkpoint) -> None:
         key = _stamp_key(checkpoint, relative)
         if stamp.get(relative) == key:
             continue
-        actual = sha256_of(path)
+        actual = file_sha256(path)
         if actual != expected:
             raise CheckpointError(
                 f"{path} has SHA-256 {actual}, but the official release has {expected}; the file is corrupt "

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import torch
 import typer
 
+from turbotts.bench.figures import new_figure, save_figure
 from turbotts.cli_options import CheckpointOpt, DummySizeOpt, KeyEnvOpt, LoadFormatOpt, PublicKeyOpt, model_source
 from turbotts.optional import require
 from turbotts.quality.mcd import mcd_db
@@ -97,12 +98,7 @@ def write_csv(results: dict[str, dict[str, Any]], path: Path) -> None:
 
 def write_plot(results: dict[str, dict[str, Any]], path: Path, title: str) -> None:
     """MCD and KL against batch-1 step time, one labelled point per mode."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = new_figure(2, (10, 4))
     for ax, key, label in ((axes[0], "mcd_db", "MCD vs fp32 (dB)"), (axes[1], "kl", "mean KL vs fp32 (nats)")):
         for mode, row in results.items():
             ax.scatter(row["step_ms_batch1"], row[key])
@@ -110,11 +106,7 @@ def write_plot(results: dict[str, dict[str, Any]], path: Path, title: str) -> No
         ax.set_xlabel("batch-1 decode step (ms)")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, title, dpi=100)
 
 
 def quant_sweep(
