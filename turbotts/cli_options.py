@@ -11,6 +11,15 @@ import typer
 if TYPE_CHECKING:
     from turbotts.sources import ModelSource
 
+USAGE_ERROR = 2  # the exit code of every user mistake
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``error: MESSAGE`` in red on stderr; raise the result to exit with code 2."""
+    typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
+    return typer.Exit(USAGE_ERROR)
+
+
 CheckpointOpt = Annotated[
     Path | None,
     typer.Option("--checkpoint", help="Checkpoint directory in the 2Noise/ChatTTS layout (holds asset/)."),

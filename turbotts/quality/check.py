@@ -22,6 +22,7 @@ import numpy as np
 import typer
 
 from turbotts.cli_options import (
+    USAGE_ERROR,
     CheckpointOpt,
     DeviceOpt,
     DtypeOpt,
@@ -44,7 +45,6 @@ SENTENCES = (
 VOICE_SEED = 7
 SAMPLING_SEED = 1234
 FAILED = 1
-USAGE_ERROR = 2
 
 
 def synthesize_fixed(model: Any, max_new_tokens: int) -> list[np.ndarray]:
