@@ -177,10 +177,12 @@ def watermark_detect(
 def _register_commands() -> None:
     """Commands that live in their own modules (kept out of this file to stay small)."""
     from turbotts.bench.command import bench
+    from turbotts.bench.fuzz_command import fuzz
     from turbotts.quality.check import quality_app
     from turbotts.quality.sweep import quant_sweep
 
     app.command("bench")(bench)
+    app.command("fuzz")(fuzz)
     app.command("quant-sweep")(quant_sweep)
     app.add_typer(quality_app, name="quality")
 
