@@ -195,12 +195,14 @@ def watermark_detect(
 def _register_commands() -> None:
     """Commands that live in their own modules (kept out of this file to stay small)."""
     from turbotts.bench.command import bench
+    from turbotts.bench.fuzz_command import fuzz
     from turbotts.quality.check import quality_app
     from turbotts.quality.sweep import quant_sweep
     from turbotts.serve_command import serve
 
     app.command("serve")(serve)
     app.command("bench")(bench)
+    app.command("fuzz")(fuzz)
     app.command("quant-sweep")(quant_sweep)
     app.add_typer(quality_app, name="quality")
 

@@ -14,7 +14,8 @@ message says what happened and what to do::
     │   ├── InputTooLongError      the input is longer than the server accepts                      413
     │   ├── UnknownModelError      a model name the server does not serve                           404
     │   ├── VoiceNotFoundError     no built-in or saved voice has this name                         404
-    │   └── VoiceExistsError       a voice with this name is already saved                          409
+    │   ├── VoiceExistsError       a voice with this name is already saved                          409
+    │   └── UnsupportedFrameError  a binary WebSocket frame where JSON text belongs (close 1003), 400
     ├── AuthenticationError        no or a wrong bearer key                                         401
     ├── RateLimitedError           this client or key is over its rate limit                        429
     ├── OverloadedError            admission control refuses new work for now                       503
@@ -79,6 +80,10 @@ class VoiceNotFoundError(InvalidInputError):
 
 class VoiceExistsError(InvalidInputError):
     """A saved voice already has this name."""
+
+
+class UnsupportedFrameError(InvalidInputError):
+    """A WebSocket frame of a kind the protocol does not use (binary)."""
 
 
 class AuthenticationError(TurboTTSError):

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import lzma
+
+import pybase16384 as b14
 import pytest
 import torch
 
 from tests.golden import FIXTURE_DIR, case, fixture_config, tensors
 from turbotts.errors import CheckpointError, VoiceError
 from turbotts.model.speaker import (
+    _LZMA_FILTERS,
+    MAX_VOICE_VALUES,
     SpeakerStats,
     apply_speaker,
     decode_audio_prompt,
@@ -107,6 +112,23 @@ def test_apply_leaves_rows_without_token() -> None:
 def test_bad_voice_strings(text: str, match: str) -> None:
     with pytest.raises(VoiceError, match=match):
         decode_voice(text, HIDDEN)
+
+
+def test_decompression_bomb_is_refused_before_it_expands() -> None:
+    """44 K characters that LZMA2 expands to 512 MiB: refused once the output passes the widest voice."""
+    bomb = b14.encode_to_string(lzma.compress(bytes(512 * 2**20), format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS))
+    assert len(bomb) < 100_000  # within the API's voice length limit
+    with pytest.raises(VoiceError, match=f"decompresses to more than {2 * MAX_VOICE_VALUES} bytes"):
+        decode_voice(bomb, HIDDEN)
+
+
+def test_truncated_and_concatenated_streams(golden: dict[str, torch.Tensor]) -> None:
+    """A cut-off stream is refused; streams one after another decode as ``lzma.decompress`` reads them."""
+    half = golden["spk_raw_fp16"][: HIDDEN // 2]
+    data = lzma.compress(half.numpy().tobytes(), format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
+    with pytest.raises(VoiceError, match="ends too early"):
+        decode_voice(b14.encode_to_string(data[:-3]), HIDDEN)
+    assert torch.equal(decode_voice(b14.encode_to_string(data + data), HIDDEN), torch.cat([half, half]))
 
 
 def test_voice_for_other_model_size(golden: dict[str, torch.Tensor]) -> None:

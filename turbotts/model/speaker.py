@@ -30,6 +30,9 @@ import torch.nn.functional as F
 from turbotts.errors import CheckpointError, VoiceError
 
 _LZMA_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]
+#: Widest voice decoded at all (the official GPT is 768 wide): a bound on decompression, so that
+#: a 100 K-character string cannot expand to gigabytes (an LZMA bomb).
+MAX_VOICE_VALUES = 8192
 
 
 def _is_base16384(text: str) -> bool:
@@ -59,14 +62,12 @@ def decode_voice(voice: str, hidden_size: int | None = None) -> torch.Tensor:
         hidden_size: the model's GPT width; when given, the length must match.
 
     Raises:
-        VoiceError: not base16384, corrupt compressed data, an odd byte count,
+        VoiceError: not base16384, corrupt compressed data, more than ``MAX_VOICE_VALUES``
+            values (a decompression bomb is refused before it expands), an odd byte count,
             a length that does not match ``hidden_size``, or non-finite values.
     """
     data = _b14_bytes(voice, "voice string")
-    try:
-        raw = lzma.decompress(data, format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
-    except lzma.LZMAError as exc:
-        raise VoiceError(f"the voice string is not valid LZMA2-compressed data ({exc}); copy it again in full") from exc
+    raw = _decompress(data, 2 * max(hidden_size or 0, MAX_VOICE_VALUES), "voice string")
     if len(raw) % 2:
         raise VoiceError(f"the voice decodes to {len(raw)} bytes, not a whole number of float16 values")
     vec = torch.from_numpy(np.frombuffer(raw, dtype=np.float16).copy())  # (H,)
@@ -78,6 +79,31 @@ def decode_voice(voice: str, hidden_size: int | None = None) -> torch.Tensor:
     if not torch.isfinite(vec).all():
         raise VoiceError("the voice vector holds NaN or infinite values")
     return vec
+
+
+def _decompress(data: bytes, max_bytes: int, what: str) -> bytes:
+    """Raw LZMA2 streams one after another (as :func:`lzma.decompress` reads them), at most ``max_bytes`` out.
+
+    Raises:
+        VoiceError: corrupt or truncated data, or more than ``max_bytes`` once decompressed.
+    """
+    parts: list[bytes] = []
+    num_bytes = 0
+    while True:
+        decompressor = lzma.LZMADecompressor(format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
+        try:
+            part = decompressor.decompress(data, max_length=max_bytes + 1 - num_bytes)
+        except lzma.LZMAError as exc:
+            raise VoiceError(f"the {what} is not valid LZMA2-compressed data ({exc}); copy it again in full") from exc
+        parts.append(part)
+        num_bytes += len(part)
+        if num_bytes > max_bytes:
+            raise VoiceError(f"the {what} decompresses to more than {max_bytes} bytes; it is not a ChatTTS voice")
+        if not decompressor.eof:
+            raise VoiceError(f"the {what} is not valid LZMA2 data (it ends too early); copy it again in full")
+        data = decompressor.unused_data
+        if not data:
+            return b"".join(parts)
 
 
 def encode_audio_prompt(codes: torch.Tensor) -> str:
@@ -100,10 +126,7 @@ def decode_audio_prompt(text: str) -> torch.Tensor:
     if len(data) < 4:
         raise VoiceError("the audio prompt string is too short to hold its shape")
     rows, cols = (int(x) for x in np.frombuffer(data[:4], dtype="<u2"))
-    try:
-        raw = lzma.decompress(data[4:], format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
-    except lzma.LZMAError as exc:
-        raise VoiceError(f"the audio prompt string is not valid LZMA2 data ({exc})") from exc
+    raw = _decompress(data[4:], 2 * rows * cols, "audio prompt string")  # never more than its header says
     codes = np.frombuffer(raw, dtype="<u2")
     if codes.size != rows * cols:
         raise VoiceError(f"the audio prompt holds {codes.size} codes, not the {rows}x{cols} its header says")

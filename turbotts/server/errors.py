@@ -51,6 +51,7 @@ _MAPPING: tuple[tuple[type[BaseException], int, str, str], ...] = (
     (EngineError, 500, "server_error", "engine_error"),
     (TurboTTSError, 500, "server_error", "internal_error"),
 )
+_NOT_AN_OBJECT = frozenset({"model_attributes_type", "model_type", "dict_type"})
 _HTTP_TYPES = {401: "authentication_error", 404: "invalid_request_error", 429: "rate_limit_error"}
 
 
@@ -92,17 +93,59 @@ def retry_after_header(seconds: float) -> str:
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     errors = exc.errors() if isinstance(exc, RequestValidationError) else []
     first = errors[0] if errors else {}
-    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
-    param = ".".join(loc) or None
-    message = f"{param}: {first.get('msg', 'invalid request')}" if param else str(first.get("msg", "invalid request"))
+    loc = tuple(first.get("loc", ()))
+    if first.get("type") == "json_invalid":  # loc is ("body", character offset)
+        where = f" at character {loc[-1]}" if len(loc) > 1 else ""
+        reason = first.get("ctx", {}).get("error", "JSON decode error")
+        message = f"the request body is not valid JSON ({reason}{where}); send one JSON object"
+        return _response(422, error_body(message, "invalid_request_error", "invalid_json"))
+    names = [str(part) for part in loc if part not in ("body", "query", "path")]
+    param = ".".join(names) or None
+    msg = str(first.get("msg", "invalid request"))
+    if param:
+        message = f"{param}: {msg}"
+    elif loc == ("body",):
+        message = _body_message(str(first.get("type")), msg, request.headers.get("content-type"))
+    else:
+        message = msg
     return _response(422, error_body(message, "invalid_request_error", "validation_error", param))
+
+
+def _body_message(kind: str, msg: str, content_type: str | None) -> str:
+    """What is wrong with the body as a whole: missing, not JSON, or not an object."""
+    if kind == "missing":
+        return "the request body is empty; send a JSON object with Content-Type: application/json"
+    if kind not in _NOT_AN_OBJECT:  # the object was read; a check across fields failed
+        return msg
+    if content_type is None or "json" not in content_type.lower():
+        shown = f"Content-Type {content_type[:100]!r}" if content_type else "no Content-Type"
+        return f"the request body must be a JSON object sent with Content-Type: application/json, not {shown}"
+    return f"the request body must be a JSON object ({msg})"
+
+
+def _parse_failure(cause: BaseException) -> str:
+    """Why FastAPI could not read a JSON body (it answers 400 with the exception as the cause)."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the request body is not valid UTF-8 (byte {cause.start}); send UTF-8 JSON"
+    if isinstance(cause, RecursionError):
+        return "the request body nests too deeply to parse; send a flat JSON object"
+    return f"the request body cannot be parsed as JSON ({str(cause).split(';')[0][:200]})"
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     status = exc.status_code if isinstance(exc, StarletteHTTPException) else 500
     detail = exc.detail if isinstance(exc, StarletteHTTPException) else "error"
     type_ = _HTTP_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
-    return _response(status, error_body(str(detail), type_, f"http_{status}"), getattr(exc, "headers", None))
+    headers = getattr(exc, "headers", None)
+    if status == 400 and exc.__cause__ is not None:  # the body could not be decoded at all
+        return _response(400, error_body(_parse_failure(exc.__cause__), type_, "invalid_json"))
+    message = str(detail)
+    if status == 404 and detail == "Not Found":
+        message = f"no route {request.method} {request.url.path[:200]}; the API is described at /docs"
+    elif status == 405:
+        allowed = (headers or {}).get("Allow", "")
+        message = f"method {request.method} is not allowed on {request.url.path[:200]}; use {allowed or 'another'}"
+    return _response(status, error_body(message, type_, f"http_{status}"), headers)
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

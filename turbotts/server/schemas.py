@@ -7,22 +7,44 @@ refine_text, max_new_tokens) are optional extras.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 MAX_SEED = 2**63 - 1
 VOICE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
-class VoiceRef(BaseModel):
+class Utf8Model(BaseModel):
+    """A body whose strings are all valid Unicode.
+
+    JSON may spell a lone UTF-16 surrogate (``"\\ud800"``), which Python keeps in a
+    ``str`` but no UTF-8 encoder takes: hashing, the tokenizer and the logs would fail
+    deep inside the request with a 500. Refused here, as a 422 naming the field.
+    """
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _encodable(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(
+                    f"holds a lone UTF-16 surrogate (\\u{ord(value[exc.start]):04x}) at character {exc.start}; "
+                    "send valid Unicode text"
+                ) from None
+        return value
+
+
+class VoiceRef(Utf8Model):
     """OpenAI's object form of a voice: ``{"id": "alloy"}``."""
 
     id: str = Field(min_length=1, max_length=100_000)
 
 
-class SynthesisOptions(BaseModel):
+class SynthesisOptions(Utf8Model):
     """The ChatTTS extras shared by HTTP and WebSocket requests."""
 
     model_config = ConfigDict(extra="forbid")
@@ -76,18 +98,18 @@ class WsConfig(SynthesisOptions):
     response_format: ResponseFormat = "pcm"
 
 
-class WsText(BaseModel):
+class WsText(Utf8Model):
     model_config = ConfigDict(extra="forbid")
     type: Literal["text"]
     text: str = Field(max_length=100_000)
 
 
-class WsEnd(BaseModel):
+class WsEnd(Utf8Model):
     model_config = ConfigDict(extra="forbid")
     type: Literal["end"]
 
 
-class VoiceCreate(BaseModel):
+class VoiceCreate(Utf8Model):
     """``POST /v1/voices``: exactly one of ``seed`` and ``voice``."""
 
     model_config = ConfigDict(extra="forbid")

@@ -103,4 +103,4 @@ class VoiceStore:
         with self._lock, self._db:
             deleted = self._db.execute("DELETE FROM voices WHERE name = ?", (name,)).rowcount
         if not deleted:
-            raise VoiceNotFoundError(f"voice {name!r} does not exist; nothing was deleted")
+            raise VoiceNotFoundError(f"voice {name[:MAX_NAME_CHARS]!r} does not exist; nothing was deleted")
