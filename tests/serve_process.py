@@ -31,6 +31,8 @@ def start_serve(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -
         **os.environ,
         "TURBOTTS_VOICES_DB": str(tmp_path / "voices.sqlite3"),
         "TURBOTTS_RATE_LIMIT_RPS": "0",
+        "TURBOTTS_DTYPE": "fp32",  # not auto: the same numbers on every CI machine, whatever its ISA
+        "TURBOTTS_VOCODER_DTYPE": "fp32",
         **(env or {}),
     }
     command = [sys.executable, "-m", "turbotts", "serve", "--port", str(port), "--log-format", "text", *args]

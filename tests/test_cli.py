@@ -34,6 +34,8 @@ def test_say_on_the_fixture_checkpoint_writes_24khz_wav(tmp_path: Path) -> None:
         str(FIXTURE_DIR),
         "--greedy",
         "--skip-refine",
+        "--dtype",
+        "fp32",
         "--max-new-tokens",
         "30",
         "--seed",
@@ -52,7 +54,7 @@ def test_say_greedy_is_the_official_greedy_audio(tmp_path: Path) -> None:
     text = case("j1_e2e_decoder")["inputs"]["texts"][0]
     out = tmp_path / "greedy.wav"
     result = run_cli("say", text, "-o", str(out), "--checkpoint", str(FIXTURE_DIR), "--greedy", "--skip-refine",
-                     "--max-new-tokens", "40")  # fmt: skip
+                     "--max-new-tokens", "40", "--dtype", "fp32")  # fmt: skip
     assert result.returncode == 0, result.stderr
     audio, rate = sf.read(str(out), dtype="float32")
     assert rate == 24000 and audio.shape == golden.shape

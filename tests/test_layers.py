@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "turbotts"
-BASE = {"errors", "config", "params", "optional", "redaction", "audio", "digests"}
+BASE = {"errors", "config", "params", "optional", "redaction", "audio", "digests", "cpu"}
 LAYERS_BELOW_CLI = ("text", "model", "engine", "cache", "guard", "sources", "api", "server", "cli_options", "bench",
                     "quality", "seal_commands", "serve_command")  # fmt: skip
 #: layer -> the layers it may import (besides itself)
@@ -23,6 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "redaction": set(),
     "audio": {"errors"},
     "digests": set(),
+    "cpu": set(),
     "text": BASE,
     "model": BASE,  # the model never knows about requests, guards or the server
     "engine": BASE | {"text", "model"},  # requests meet tensors here, and only here

@@ -77,7 +77,7 @@ def say(
     key_env: KeyEnvOpt = None,
     public_key: PublicKeyOpt = None,
     device: DeviceOpt = "cpu",
-    dtype: DtypeOpt = "fp32",
+    dtype: DtypeOpt = "auto",
     quant: QuantOpt = "none",
     voice: Annotated[str | None, typer.Option("--voice", help="Official voice string.")] = None,
     seed: Annotated[

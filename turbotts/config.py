@@ -234,11 +234,11 @@ class EngineConfig:
     max_prefill_tokens: int = 4096
     streaming: StreamingConfig = StreamingConfig()
     decode_mode: str = "auto"  # auto | eager | static | graphs (see DECODE_MODES)
-    vocoder_dtype: str = "fp32"  # fp32 | bf16: precision of the Decoder/DVAE + Vocos matmuls
+    vocoder_dtype: str = "fp32"  # fp32 | bf16 | auto: precision of the Decoder/DVAE + Vocos matmuls
 
     def __post_init__(self) -> None:
-        if self.vocoder_dtype not in ("fp32", "bf16"):
-            raise ValueError(f"vocoder_dtype must be fp32 or bf16, not {self.vocoder_dtype!r}")
+        if self.vocoder_dtype not in ("fp32", "bf16", "auto"):
+            raise ValueError(f"vocoder_dtype must be fp32, bf16 or auto, not {self.vocoder_dtype!r}")
         if self.decode_mode not in DECODE_MODES:
             raise ValueError(f"decode_mode must be one of {', '.join(DECODE_MODES)}, not {self.decode_mode!r}")
         for name in ("max_batch_size", "max_waiting", "kv_budget_bytes", "max_seq_len", "max_prefill_tokens"):

@@ -10,6 +10,7 @@ the module that may know both the model and the guards.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,10 @@ from turbotts.model import checkpoint as ckpt
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.files import CheckpointFiles, DirectoryFiles, MemoryFiles
 from turbotts.model.loader import build_model, model_config_of, speaker_stats_of
+from turbotts.model.precision import resolve_precision
 from turbotts.model.speaker import SpeakerStats
+
+logger = logging.getLogger(__name__)
 
 LOAD_FORMATS = ("auto", "dummy")
 DUMMY_SIZES = ("tiny", "full")
@@ -104,7 +108,15 @@ def open_files(source: ModelSource, *, verify: bool = True) -> CheckpointFiles:
 
 
 def load_model(source: ModelSource, *, device: str = "cpu", dtype: str = "fp32", quant: str = "none") -> ChatTTSModel:
-    """Load everything a synthesis needs (see :func:`open_files` and :func:`build_model` for errors)."""
+    """Load everything a synthesis needs (see :func:`open_files` and :func:`build_model` for errors).
+
+    ``dtype`` and ``quant`` may be ``auto``: :func:`resolve_precision` picks for this machine and the log says why.
+    """
+    if "auto" in (dtype, quant):
+        precision = resolve_precision(dtype, quant, "fp32", device)
+        logger.info("precision %s/%s on %s: %s", precision.dtype, precision.quant, precision.isa,
+                    "; ".join(precision.reasons))  # fmt: skip
+        dtype, quant = precision.dtype, precision.quant
     return build_model(open_files(source), device=device, dtype=dtype, quant=quant)
 
 

@@ -47,6 +47,8 @@ def test_bench_writes_the_documented_json_and_a_png(tmp_path: Path) -> None:
         str(out),
         "--plot",
         str(plot),
+        "--quant",
+        "none",
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
@@ -63,6 +65,23 @@ def test_bench_writes_the_documented_json_and_a_png(tmp_path: Path) -> None:
     assert "1" in report["runs"][0]["step_ms_by_batch"]
     assert report["roofline_ratio"] > 0 and report["peak_rss_bytes"] > 0
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_default_reports_fp32_and_auto_quant_with_the_isa_and_the_choice(tmp_path: Path) -> None:
+    out = tmp_path / "q.json"
+    result = run_bench("--mode", "continuous", "--num-requests", "2", "--concurrency", "2", "--output-len", "8",
+                       "--json", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert report["machine"]["cpu"]["isa"] in ("amx", "avx512_bf16", "avx512_vnni", "avx512", "avx2", "baseline")
+    assert set(report["probes_by_quant"]) == {"none", "auto"}  # int8 changes numerics: bench reports both
+    for probe in report["probes_by_quant"].values():
+        precision = probe["precision"]
+        assert precision["isa"] == report["machine"]["cpu"]["isa"]
+        assert precision["dtype"] in ("fp32", "bf16") and precision["quant"] in ("none", "int8")
+        assert precision["reasons"]  # auto says why it chose
+    assert report["probes_by_quant"]["none"]["precision"]["quant"] == "none"
+    assert {r["quant"] for r in report["runs"]} == {"none", "auto"}
 
 
 def test_poisson_arrivals(tmp_path: Path) -> None:
@@ -102,6 +121,8 @@ def test_quant_modes_compared_in_one_run(tmp_path: Path) -> None:
         "8",
         "--quant",
         "none,int8",
+        "--dtype",
+        "fp32",
         "--json",
         str(out),
     )

@@ -23,7 +23,8 @@ from tests.serve_process import serving
 
 KEY_HEX = "5a" * 32
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "SEAL_KEY": KEY_HEX}
-SAY = ("say", "你好，欢迎使用语音合成。", "--greedy", "--skip-refine", "--max-new-tokens", "20", "--seed", "1")
+SAY = ("say", "你好，欢迎使用语音合成。", "--greedy", "--skip-refine", "--max-new-tokens", "20", "--seed", "1",
+       "--dtype", "fp32")  # fmt: skip
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

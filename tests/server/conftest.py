@@ -28,6 +28,8 @@ def running_server(tmp_dir: Path, **overrides: Any) -> Iterator[tuple[str, uvico
     values: dict[str, Any] = {
         "load_format": "dummy",
         "dummy_size": "tiny",
+        "dtype": "fp32",  # not auto: the same numbers on every CI machine, whatever its ISA
+        "vocoder_dtype": "fp32",
         "voices_db": tmp_dir / "voices.sqlite3",
         "max_new_tokens": MAX_NEW_TOKENS,
         "shutdown_grace_s": 5.0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import statistics
@@ -27,7 +28,9 @@ from turbotts.cli_options import (
     model_source,
 )
 from turbotts.config import EngineConfig, StreamingConfig
+from turbotts.cpu import cpu_info
 from turbotts.model.chattts import ChatTTSModel
+from turbotts.model.precision import resolve_precision
 from turbotts.optional import require
 
 PROBE_FRAMES = 48
@@ -57,8 +60,10 @@ def bench(
     key_env: KeyEnvOpt = None,
     public_key: PublicKeyOpt = None,
     device: DeviceOpt = "cpu",
-    dtype: DtypeOpt = "fp32",
-    quant: Annotated[str, typer.Option("--quant", help="none, int8, or a comma list to compare.")] = "none",
+    dtype: DtypeOpt = "auto",
+    quant: Annotated[
+        str, typer.Option("--quant", help="none, int8, auto, or a comma list to compare (default: both).")
+    ] = "none,auto",
     mode: Annotated[str, typer.Option("--mode", help="sequential, static, continuous (comma list).")] = "continuous",
     num_requests: Annotated[int, typer.Option("--num-requests", min=1)] = 16,
     concurrency: Annotated[str, typer.Option("--concurrency", help="Closed-loop clients (comma list).")] = "",
@@ -66,7 +71,9 @@ def bench(
     output_len: Annotated[str, typer.Option("--output-len", help="Code frames per request: N or MIN:MAX.")] = "128",
     max_batch_size: Annotated[int, typer.Option("--max-batch-size", help="Batch cap for rate runs.")] = 16,
     kv_budget_mb: Annotated[int, typer.Option("--kv-budget-mb")] = 8192,
-    vocoder_dtype: Annotated[str, typer.Option("--vocoder-dtype", help="fp32 or bf16 (Decoder + Vocos).")] = "fp32",
+    vocoder_dtype: Annotated[
+        str, typer.Option("--vocoder-dtype", help="auto, fp32 or bf16 (Decoder + Vocos).")
+    ] = "auto",
     max_chunk_frames: Annotated[int, typer.Option("--max-chunk-frames", help="Largest streamed chunk.")] = 96,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     json_path: Annotated[Path, typer.Option("--json", help="Where to write the report.")] = Path("bench.json"),
@@ -95,25 +102,30 @@ def bench(
     if any(c < 1 for c in levels):
         raise typer.BadParameter("--concurrency values must be at least 1")
 
-    if vocoder_dtype not in ("fp32", "bf16"):
-        raise typer.BadParameter("--vocoder-dtype must be fp32 or bf16")
-    quants = _list(quant, str, "--quant")
+    if vocoder_dtype not in ("auto", "fp32", "bf16"):
+        raise typer.BadParameter("--vocoder-dtype must be auto, fp32 or bf16")
+    precisions = {q: resolve_precision(dtype, q, vocoder_dtype, device) for q in _list(quant, str, "--quant")}
+    quants = list(precisions)
     source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
     streaming = StreamingConfig(max_chunk_frames=max(max_chunk_frames, StreamingConfig().chunk_frames))
-    engine_config = EngineConfig(kv_budget_bytes=kv_budget_mb * 2**20, vocoder_dtype=vocoder_dtype, streaming=streaming)
+    base_config = EngineConfig(kv_budget_bytes=kv_budget_mb * 2**20, streaming=streaming)
     bandwidth = measure_bandwidth_bytes_per_s()
     workload = make_workload(num_requests, lengths, request_rate, seed)
     runs: list[dict[str, Any]] = []
-    probes: dict[str, dict[str, float]] = {}
+    probes: dict[str, dict[str, Any]] = {}
     is_dummy = True
     for quant_mode in quants:  # one model at a time, same workload: ratios come from one run
-        model = load_model(source, device=device, dtype=dtype, quant=quant_mode)
+        precision = precisions[quant_mode]
+        engine_config = dataclasses.replace(base_config, vocoder_dtype=precision.vocoder_dtype)
+        model = load_model(source, device=device, dtype=precision.dtype, quant=precision.quant)
         is_dummy = model.is_dummy
+        mode_name = f"{precision.dtype}/{precision.quant}/vocoder {precision.vocoder_dtype}"
         if model.is_dummy:
-            typer.echo(f"benchmarking random {dummy_size} weights ({dtype}, quant {quant_mode})", err=True)
+            typer.echo(f"benchmarking random {dummy_size} weights ({mode_name}, on {precision.isa})", err=True)
         weight_bytes = decode_weight_bytes(model)
         batch1_step_s = probe_batch1_step_s(model, engine_config)
         probes[quant_mode] = {
+            "precision": precision.report(),
             "batch1_step_ms": 1000 * batch1_step_s,
             "roofline_step_ms": 1000 * weight_bytes / bandwidth,
             "roofline_ratio": batch1_step_s * bandwidth / weight_bytes,
@@ -132,7 +144,7 @@ def bench(
                         is_closed_loop=request_rate is None,
                         on_finish=partial(bar.advance, task),
                     )
-                    runs.append({**summarize(result), "quant": quant_mode})
+                    runs.append({**summarize(result), "quant": quant_mode, "precision": mode_name})
         del model
     report: dict[str, Any] = dict(runs[0])
     report.update(
@@ -160,6 +172,7 @@ def bench(
                 "is_dummy": is_dummy,
             },
             "machine": {
+                "cpu": cpu_info().report(),
                 "cpu_count": os.cpu_count(),
                 "platform": platform.platform(),
                 "python": platform.python_version(),

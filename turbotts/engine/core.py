@@ -21,6 +21,7 @@ from turbotts.engine.streaming import AudioStream, DecodeWindow
 from turbotts.engine.vocoder_runner import VocoderRunner
 from turbotts.errors import InvalidInputError
 from turbotts.model.chattts import ChatTTSModel
+from turbotts.model.precision import resolve_precision
 from turbotts.model.tokenizer import decorate_code_prompt, decorate_refine_prompt
 from turbotts.params import SynthesisParams
 from turbotts.text.frontend import TextFrontend
@@ -81,7 +82,11 @@ class EngineCore:
             decode_mode=decode_mode,
             max_batch_size=config.max_batch_size,
         )
-        self.vocoder = VocoderRunner(model, config.vocoder_dtype)
+        vocoder_dtype = config.vocoder_dtype
+        if vocoder_dtype == "auto":  # bf16 only where it is native and measured faster here
+            vocoder_dtype = resolve_precision("fp32", "none", "auto", model.device.type).vocoder_dtype
+        self.vocoder_dtype = vocoder_dtype
+        self.vocoder = VocoderRunner(model, vocoder_dtype)
         self.frontend = TextFrontend(charset_from_vocab(model.tokenizer.vocab_tokens()), pronunciations)
         self._requests: dict[str, EngineRequest] = {}
         self._by_seq: dict[int, EngineRequest] = {}

@@ -50,9 +50,9 @@ class ServerSettings(BaseSettings):
     key_env: str | None = None  # sealed checkpoint: the environment variable that holds its AES key
     public_key: Path | None = None  # Ed25519 PEM that signed the checkpoint (sealed: required; plain: verified)
     device: str = "cpu"
-    dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
-    quant: Literal["none", "int8"] = "none"
-    vocoder_dtype: Literal["fp32", "bf16"] = "fp32"
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: the fastest native precision here
+    quant: Literal["none", "int8", "auto"] = "none"  # int8 changes numerics: opt-in (auto = int8 where faster)
+    vocoder_dtype: Literal["auto", "fp32", "bf16"] = "auto"
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)

@@ -1,0 +1,55 @@
+"""``auto`` precision never picks an emulated mode, passes explicit modes through, and names its reasons."""
+
+from __future__ import annotations
+
+import pytest
+
+from turbotts.cpu import CpuInfo, parse_cpuinfo
+from turbotts.errors import CheckpointError
+from turbotts.model.precision import resolve_precision
+
+AVX2_ONLY = CpuInfo("AMD EPYC", frozenset({"sse4_2", "avx", "avx2", "fma"}))
+CPUINFO = """processor\t: 0
+model name\t: Intel(R) Xeon(R) Processor
+flags\t\t: fpu sse4_2 avx2 avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8
+
+processor\t: 1
+model name\t: Intel(R) Xeon(R) Processor
+flags\t\t: fpu
+"""
+
+
+def test_cpuinfo_names_the_isa_and_the_flags_that_matter() -> None:
+    info = parse_cpuinfo(CPUINFO)
+    assert info.model_name == "Intel(R) Xeon(R) Processor"
+    assert info.isa == "amx" and info.has_native_bf16 and info.has_int8_dot
+    assert info.report()["flags"] == ["amx_bf16", "amx_int8", "avx512_bf16", "avx512_vnni", "avx512f", "avx2"]
+    assert AVX2_ONLY.isa == "avx2" and not AVX2_ONLY.has_native_bf16 and not AVX2_ONLY.has_int8_dot
+
+
+def test_auto_never_picks_emulated_bf16_or_int8_without_vnni() -> None:
+    precision = resolve_precision("auto", "auto", "auto", "cpu", cpu=AVX2_ONLY)
+    assert (precision.dtype, precision.quant, precision.vocoder_dtype) == ("fp32", "none", "fp32")
+    assert precision.isa == "avx2"
+    assert any("no native bf16" in r for r in precision.reasons)
+    assert any("no 8-bit dot product" in r for r in precision.reasons)
+
+
+def test_explicit_modes_pass_through_and_serving_keeps_int8_opt_in() -> None:
+    assert resolve_precision("bf16", "int8", "bf16", "cpu", cpu=AVX2_ONLY).report()["reasons"] == []
+    default = resolve_precision(cpu=AVX2_ONLY)  # the serving defaults: dtype and vocoder auto, quant none
+    assert default.quant == "none"
+
+
+def test_on_a_native_bf16_cpu_auto_follows_the_probe() -> None:
+    native = parse_cpuinfo(CPUINFO)
+    precision = resolve_precision("auto", "auto", "auto", "cpu", cpu=native)
+    assert precision.dtype in ("fp32", "bf16") and precision.quant in ("none", "int8")
+    assert all(r.split(":")[1].strip() for r in precision.reasons)  # every choice says why
+
+
+def test_unknown_modes_are_refused() -> None:
+    with pytest.raises(CheckpointError, match="--dtype must be one of auto, fp32, bf16, fp16"):
+        resolve_precision("int4")
+    with pytest.raises(CheckpointError, match="--quant must be one of auto, none, int8"):
+        resolve_precision(quant="int4")
