@@ -27,7 +27,7 @@ from turbotts.cli_options import (
     PublicKeyOpt,
     model_source,
 )
-from turbotts.config import EngineConfig, StreamingConfig
+from turbotts.config import DECODE_MODES, EngineConfig, StreamingConfig
 from turbotts.cpu import cpu_info
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.precision import resolve_precision
@@ -75,6 +75,9 @@ def bench(
         str, typer.Option("--vocoder-dtype", help="auto, fp32 or bf16 (Decoder + Vocos).")
     ] = "auto",
     max_chunk_frames: Annotated[int, typer.Option("--max-chunk-frames", help="Largest streamed chunk.")] = 96,
+    decode_mode: Annotated[
+        str, typer.Option("--decode-mode", help="auto, eager, static or graphs (CUDA graphs, GPU only).")
+    ] = "auto",
     seed: Annotated[int, typer.Option("--seed")] = 0,
     json_path: Annotated[Path, typer.Option("--json", help="Where to write the report.")] = Path("bench.json"),
     plot_path: Annotated[Path | None, typer.Option("--plot", help="PNG of throughput and TTFA.")] = None,
@@ -108,7 +111,9 @@ def bench(
     quants = list(precisions)
     source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
     streaming = StreamingConfig(max_chunk_frames=max(max_chunk_frames, StreamingConfig().chunk_frames))
-    base_config = EngineConfig(kv_budget_bytes=kv_budget_mb * 2**20, streaming=streaming)
+    if decode_mode not in DECODE_MODES:
+        raise typer.BadParameter(f"--decode-mode must be one of {', '.join(DECODE_MODES)}")
+    base_config = EngineConfig(kv_budget_bytes=kv_budget_mb * 2**20, streaming=streaming, decode_mode=decode_mode)
     bandwidth = measure_bandwidth_bytes_per_s()
     workload = make_workload(num_requests, lengths, request_rate, seed)
     runs: list[dict[str, Any]] = []
@@ -164,6 +169,7 @@ def bench(
                 "quant": quant,
                 "vocoder_dtype": vocoder_dtype,
                 "max_chunk_frames": streaming.max_chunk_frames,
+                "decode_mode": decode_mode,
                 "num_requests": num_requests,
                 "concurrency": levels,
                 "request_rate": request_rate,
