@@ -32,9 +32,9 @@ for phase in seq8 batch8 stream; do
   echo "official $phase done" >&2
 done
 # requests in a row (each alone: its TTFA is a lone request's), then all at once (static batch, continuous)
-turbotts bench --checkpoint "$CKPT" --mode sequential --num-requests "$SEQ_COUNT" --concurrency 1 \
+turbotts bench --checkpoint "$CKPT" --load-format auto --mode sequential --num-requests "$SEQ_COUNT" --concurrency 1 \
   --output-len "$N" --quant none,auto --json "$OUT/turbotts_lone.json"
-turbotts bench --checkpoint "$CKPT" --mode static,continuous --num-requests "$COUNT" --concurrency "$COUNT" \
+turbotts bench --checkpoint "$CKPT" --load-format auto --mode static,continuous --num-requests "$COUNT" --concurrency "$COUNT" \
   --output-len "$N" --quant none,auto --json "$OUT/turbotts_c$COUNT.json" --plot "$OUT/turbotts_c$COUNT.png"
 python -m turbotts.bench.compare --official-dir "$OUT/official" \
   --turbotts-json "$OUT/turbotts_lone.json" "$OUT/turbotts_c$COUNT.json" \

@@ -46,10 +46,13 @@ def write_json(report: dict[str, Any], path: Path) -> None:
 
 
 def write_plot(runs: list[dict[str, Any]], path: Path, title: str) -> None:
-    """Throughput and TTFA p50 against concurrency, one line per mode."""
+    """Throughput and TTFA p50 against concurrency, one line per mode (and precision, when several were run)."""
     fig, (ax_tp, ax_ttfa) = new_figure(2, (11, 4.2))
-    for mode in dict.fromkeys(r["mode"] for r in runs):
-        points = sorted((r["concurrency"], r) for r in runs if r["mode"] == mode)
+    has_several = len({r.get("precision", r.get("quant")) for r in runs}) > 1
+    for key in dict.fromkeys((r["mode"], r.get("precision", r.get("quant"))) for r in runs):
+        mode = f"{key[0]} ({key[1]})" if has_several else key[0]
+        points = sorted(((r["concurrency"], r) for r in runs if (r["mode"], r.get("precision", r.get("quant"))) == key),
+                        key=lambda point: point[0])  # fmt: skip
         xs = [c for c, _ in points]
         (line,) = ax_tp.plot(xs, [r["throughput_audio_s_per_s"] for _, r in points], marker="o", label=mode)
         color = line.get_color()

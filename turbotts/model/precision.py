@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -63,8 +64,10 @@ def _probe_s(mode: str, batch: int) -> float:
     if mode == "bf16":
         weight, x = weight.bfloat16(), x.bfloat16()
     if mode == "int8":
-        layer = torch.ao.nn.quantized.dynamic.Linear(*_PROBE_SHAPE, dtype=torch.qint8)
-        layer.set_weight_bias(torch.quantize_per_tensor(weight, 0.01, 0, torch.qint8), None)
+        with warnings.catch_warnings():  # torch marks quantized tensor creation deprecated; the model uses it too
+            warnings.simplefilter("ignore", UserWarning)
+            layer = torch.ao.nn.quantized.dynamic.Linear(*_PROBE_SHAPE, dtype=torch.qint8)
+            layer.set_weight_bias(torch.quantize_per_tensor(weight, 0.01, 0, torch.qint8), None)
         return _best_time_s(lambda: layer(x))
     fused = FusedLinear([weight], use_onednn=True)  # the kernel the model's decode step runs
     return _best_time_s(lambda: fused(x))
