@@ -7,7 +7,6 @@ outages and recovery. Import the fixture into a package's conftest.py.
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -17,13 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.required_tools import is_required
+
 REDIS_BINARY = shutil.which("redis-server")
 MISSING_REDIS = "redis-server is not on PATH; install it (apt-get install redis-server) to run the Redis tests"
-
-
-def is_redis_required() -> bool:
-    """In CI, or with TURBOTTS_REQUIRE_REDIS=1, a missing Redis fails the run instead of skipping silently."""
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("TURBOTTS_REQUIRE_REDIS") == "1"
 
 
 def free_port() -> int:
@@ -90,7 +86,7 @@ class RedisServer:
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     if REDIS_BINARY is None:
-        if is_redis_required():
+        if is_required("REDIS"):
             pytest.fail(f"{MISSING_REDIS} (required because CI or TURBOTTS_REQUIRE_REDIS=1 is set)", pytrace=False)
         pytest.skip(MISSING_REDIS)
     server = RedisServer(tmp_path)

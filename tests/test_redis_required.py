@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.required_tools import run_pytest_without_tools
+
 A_REDIS_TEST = "tests/cache/test_redis_cache.py"
 
 
 def _run_without_redis(**env: str) -> subprocess.CompletedProcess[str]:
-    """pytest on one Redis test with a PATH that has no redis-server."""
-    clean = {k: v for k, v in os.environ.items() if k not in ("CI", "TURBOTTS_REQUIRE_REDIS")}
-    clean["PATH"] = str(Path(sys.executable).parent)
-    clean["PYTHONPATH"] = str(REPO)
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", A_REDIS_TEST],
-        cwd=REPO, env={**clean, **env}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    return run_pytest_without_tools("REDIS", "-x", A_REDIS_TEST, **env)
 
 
 def test_missing_redis_skips_with_a_banner_outside_ci() -> None:

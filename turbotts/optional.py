@@ -26,7 +26,10 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "websockets": ("websockets", "server"),
     "yaml": ("pyyaml", "server"),
 }
-SERVER_MODULES = tuple(name for name, (_, extra) in OPTIONAL_MODULES.items() if extra == "server")
+#: what ``turbotts serve`` imports (matplotlib draws benchmark plots only: not imported at start-up)
+SERVE_MODULES = tuple(
+    name for name, (_, extra) in OPTIONAL_MODULES.items() if extra == "server" and name != "matplotlib"
+)
 
 
 def _message(module: str, purpose: str) -> str:

@@ -11,7 +11,7 @@ import typer
 
 from turbotts.cli_options import CheckpointOpt, KeyEnvOpt, PublicKeyOpt, fail
 from turbotts.errors import TurboTTSError
-from turbotts.optional import SERVER_MODULES, require
+from turbotts.optional import SERVE_MODULES, require
 
 
 class _StartupTracebackFilter(logging.Filter):
@@ -67,7 +67,7 @@ def serve(
     log_format: Annotated[str | None, typer.Option("--log-format", help="json (default) or text.")] = None,
 ) -> None:
     """Serve the OpenAI-compatible speech API (flags > TURBOTTS_* environment > --config file > defaults)."""
-    require(*SERVER_MODULES, purpose="turbotts serve")
+    require(*SERVE_MODULES, purpose="turbotts serve")
     import uvicorn
     from pydantic import ValidationError
 

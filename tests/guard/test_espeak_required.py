@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.required_tools import run_pytest_without_tools
+
 ESPEAK_TESTS = "tests/guard/test_watermark_codecs.py"
 
 
 def _run_without_espeak(**env: str) -> subprocess.CompletedProcess[str]:
-    """pytest on the espeak-ng tests with a PATH that has no espeak-ng."""
-    clean = {k: v for k, v in os.environ.items() if k not in ("CI", "TURBOTTS_REQUIRE_ESPEAK")}
-    clean["PATH"] = str(Path(sys.executable).parent)
-    clean["PYTHONPATH"] = str(REPO)
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "espeak", ESPEAK_TESTS],
-        cwd=REPO, env={**clean, **env}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    return run_pytest_without_tools("ESPEAK", "-k", "espeak", ESPEAK_TESTS, **env)
 
 
 def test_missing_espeak_skips_with_a_reason_and_a_banner_outside_ci() -> None:

@@ -10,7 +10,6 @@ server answers with, and decoding through PyAV (libavcodec), as a client's playe
 from __future__ import annotations
 
 import io
-import os
 import shutil
 import subprocess
 import tempfile
@@ -21,6 +20,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.required_tools import is_required
 from turbotts.server.audio_encoding import encode_audio
 
 SAMPLE_RATE_HZ = 24_000
@@ -29,12 +29,6 @@ SENTENCE = (
     "of bright green juice beside the old stone bridge."
 )
 ESPEAK = "espeak-ng"
-
-
-def espeak_is_required() -> bool:
-    """CI (``CI=true``, set by ``.ci/run``) or ``TURBOTTS_REQUIRE_ESPEAK=1`` must run the real-speech tests."""
-    is_ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-    return is_ci or os.environ.get("TURBOTTS_REQUIRE_ESPEAK") == "1"
 
 
 def espeak_speech(text: str = SENTENCE, voice: str = "en-us") -> np.ndarray:
@@ -73,7 +67,7 @@ def espeak_or_skip(text: str = SENTENCE) -> np.ndarray:
     try:
         return espeak_speech(text)
     except FileNotFoundError as exc:
-        if espeak_is_required():
+        if is_required("ESPEAK"):
             pytest.fail(f"{exc} (required because CI or TURBOTTS_REQUIRE_ESPEAK=1 is set)", pytrace=False)
         pytest.skip(str(exc))
 

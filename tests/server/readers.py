@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -23,6 +22,8 @@ from typing import Any, NoReturn
 import av
 import pytest
 import soundfile as sf
+
+from tests.required_tools import is_required
 
 PCM_RATE_HZ = 24000
 CHROMIUM = Path("/usr/bin/chromium")
@@ -152,6 +153,6 @@ def chromium_reader() -> Iterator[ChromiumReader]:
 
 
 def _missing(reason: str) -> NoReturn:
-    if os.environ.get("CI") or os.environ.get("TURBOTTS_REQUIRE_CHROMIUM") == "1":
+    if is_required("CHROMIUM"):
         pytest.fail(f"{reason}: CI must run the browser reader (.ci/run installs it)")
     pytest.skip(reason)

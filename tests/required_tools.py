@@ -1,0 +1,28 @@
+"""System tools some tests need (redis-server, espeak-ng, Chromium): skipped on a laptop without them,
+a failure in CI (``CI=true``, set by ``.ci/run``) or when ``TURBOTTS_REQUIRE_<TOOL>=1``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def is_required(tool: str) -> bool:
+    """Whether a missing ``tool`` (``REDIS``, ``ESPEAK``, ``CHROMIUM``) must fail the run instead of skipping."""
+    is_ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    return is_ci or os.environ.get(f"TURBOTTS_REQUIRE_{tool}") == "1"
+
+
+def run_pytest_without_tools(tool: str, *pytest_args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """pytest in a subprocess whose PATH holds only this Python (so no system tool), with ``env`` set."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("CI", f"TURBOTTS_REQUIRE_{tool}")}
+    clean["PATH"] = str(Path(sys.executable).parent)
+    clean["PYTHONPATH"] = str(REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args],
+        cwd=REPO, env={**clean, **env}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
