@@ -105,3 +105,23 @@ def test_bad_source_options_are_user_errors() -> None:
         ModelSource(load_format="gguf")
     with pytest.raises(CheckpointError, match="dummy-size"):
         ModelSource(load_format="dummy", dummy_size="huge")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_loaded_weights_are_the_checkpoints_tensors_on_the_device(tmp_path: Path, dtype: str) -> None:
+    """The GPT is built on the meta device and takes the file's tensors: none may stay
+    meta, each must equal the file's value (in the asked dtype), and a half-precision
+    file still gives the float32 model that was asked for."""
+    write_dummy_checkpoint(tmp_path, "tiny")
+    gpt_file = tmp_path / ckpt.GPT_WEIGHTS_FILE
+    state = load_file(str(gpt_file))
+    save_file({k: v.half() for k, v in state.items()}, str(gpt_file))
+    model = load_model(ModelSource(checkpoint=tmp_path), dtype=dtype)
+    tensors = {**dict(model.modules.named_parameters()), **dict(model.modules.named_buffers())}
+    assert not [name for name, tensor in tensors.items() if tensor.is_meta]
+    params = dict(model.modules.gpt.named_parameters())
+    for key, value in state.items():
+        name = key.removeprefix("gpt.")
+        if name in params:
+            assert params[name].dtype == {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+            assert torch.equal(params[name].float(), value.half().to(params[name].dtype).float()), name

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +13,7 @@ from safetensors.torch import load_file
 from tests.golden import FIXTURE_DIR, fixture_config, tensors
 from turbotts.config import GPTConfig, model_config_from_dict
 from turbotts.errors import EngineError
-from turbotts.model.attention import Attention, DecodeMetadata, DecodeStrategy, DenseMetadata, PrefillMetadata
+from turbotts.model.attention import Attention, DecodeMetadata, DecodeStrategy, DenseMetadata, KVCache, PrefillMetadata
 from turbotts.model.embed import Embed, fold_weight_norm
 from turbotts.model.gpt import GPT, kv_bytes_per_token
 from turbotts.model.layers import RotaryEmbedding, rotate_half
@@ -158,3 +160,29 @@ def test_rotary_matches_the_rotate_half_formula() -> None:
     sin = torch.cat((freqs, freqs), -1).sin()[:, None]
     torch.testing.assert_close(rotary.apply(x), x * cos + rotate_half(x) * sin, rtol=0, atol=1e-6)
     assert torch.equal(rotary.apply(x)[:, :, 0], x[:, :, 0]), "position 0 is not rotated"
+
+
+def _resident_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc/self/status")
+def test_a_cpu_cache_commits_memory_only_where_tokens_are_written() -> None:
+    """16 slots of 2048 tokens reserve 3.75 GiB; one 200-token sequence must cost
+    what it writes (a few MiB), and unwritten positions must still read as zeros."""
+    cfg = GPTConfig()  # full size
+    before = _resident_bytes()
+    cache = KVCache(cfg.num_hidden_layers, 16, cfg.num_key_value_heads, 2048, cfg.head_dim)
+    assert cache.num_bytes == 3840 * 2**20
+    for index in range(cfg.num_hidden_layers):
+        keys, values = cache.layer(index)
+        keys[3, :, :200] = 1.0
+        values[3, :, :200] = -1.0
+    assert float(cache.data[:, :, 3].abs().sum()) == 2 * 20 * 12 * 200 * 64  # the rest of the slot reads 0
+    assert not cache.data[:, :, 4, :, :300].any()  # and so does a slot nobody wrote
+    grown = _resident_bytes() - before
+    written = 2 * 20 * 12 * 200 * 64 * 4
+    assert grown < written + 64 * 2**20, f"{grown / 2**20:.0f} MiB resident for {written / 2**20:.1f} MiB written"

@@ -10,9 +10,9 @@ from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
-import psutil
 import typer
 
+from turbotts.bench.memory import peak_rss_bytes, reset_peak_rss
 from turbotts.bench.report import summarize, write_json, write_plot
 from turbotts.bench.roofline import decode_weight_bytes, measure_bandwidth_bytes_per_s
 from turbotts.bench.runner import MODES, run_mode
@@ -122,6 +122,7 @@ def bench(
     for quant_mode in quants:  # one model at a time, same workload: ratios come from one run
         precision = precisions[quant_mode]
         engine_config = dataclasses.replace(base_config, vocoder_dtype=precision.vocoder_dtype)
+        is_peak_per_phase = reset_peak_rss()
         model = load_model(source, device=device, dtype=precision.dtype, quant=precision.quant)
         is_dummy = model.is_dummy
         mode_name = f"{precision.dtype}/{precision.quant}/vocoder {precision.vocoder_dtype}"
@@ -135,11 +136,13 @@ def bench(
             "roofline_step_ms": 1000 * weight_bytes / bandwidth,
             "roofline_ratio": batch1_step_s * bandwidth / weight_bytes,
             "decode_weight_bytes": weight_bytes,
+            "load_peak_rss_bytes": peak_rss_bytes(),
         }
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
             for run_mode_name in modes:
                 for level in levels:
                     task = bar.add_task(f"{quant_mode} {run_mode_name} c={level}", total=len(workload))
+                    reset_peak_rss()
                     result = run_mode(
                         model,
                         workload,
@@ -149,15 +152,20 @@ def bench(
                         is_closed_loop=request_rate is None,
                         on_finish=partial(bar.advance, task),
                     )
-                    runs.append({**summarize(result), "quant": quant_mode, "precision": mode_name})
+                    labels = {"quant": quant_mode, "precision": mode_name, "peak_rss_bytes": peak_rss_bytes()}
+                    runs.append({**summarize(result), **labels})
+        run_peaks = [r["peak_rss_bytes"] for r in runs if r["quant"] == quant_mode]
+        probes[quant_mode]["peak_rss_bytes"] = max([probes[quant_mode]["load_peak_rss_bytes"], *run_peaks])
         del model
     report: dict[str, Any] = dict(runs[0])
     report.update(
         {
             "runs": runs,
             "ratios": _ratios(runs),
-            "peak_rss_bytes": psutil.Process().memory_info().rss if os.name != "posix" else _peak_rss_bytes(),
             **probes[quants[0]],
+            # each precision's own peak (load and its runs): the largest of them, not the process's lifetime
+            "peak_rss_bytes": max(probe["peak_rss_bytes"] for probe in probes.values()),
+            "peak_rss_is_per_precision": is_peak_per_phase,
             "probes_by_quant": probes,
             "memory_bandwidth_gb_s": bandwidth / 1e9,
             "config": {
@@ -208,12 +216,6 @@ def _ratios(runs: list[dict[str, Any]]) -> dict[str, float]:
         if quant != first_quant and base:
             ratios[f"{quant}_over_{first_quant}_{mode}_c{level}"] = value / base
     return ratios
-
-
-def _peak_rss_bytes() -> int:
-    import resource
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def _print_summary(runs: list[dict[str, Any]], report: dict[str, Any]) -> None:

@@ -19,6 +19,8 @@ Three modes, chosen by the type of the metadata argument:
 from __future__ import annotations
 
 import enum
+import math
+import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,6 +38,12 @@ class KVCache:
 
     Zero-filled rather than empty so positions past a slot's length never hold
     NaN (the padded decode path reads them under a mask, and 0 * NaN is NaN).
+    On CPU the zeros come from a fresh anonymous mapping instead of a memset:
+    the kernel commits a page only when a token is written to it, so resident
+    memory follows the tokens actually cached, not the slots times
+    ``max_seq_len`` reserved (a 128-frame utterance touches a few percent of a
+    2048-token slot). Reading an untouched position maps the shared zero page,
+    which costs no memory either.
     """
 
     def __init__(
@@ -51,9 +59,11 @@ class KVCache:
         self.num_slots = num_slots
         self.max_seq_len = max_seq_len
         # (layers, k|v, slots, kv_heads, max_seq_len, head_dim)
-        self.data = torch.zeros(
-            (num_layers, 2, num_slots, num_kv_heads, max_seq_len, head_dim), dtype=dtype, device=device
-        )
+        shape = (num_layers, 2, num_slots, num_kv_heads, max_seq_len, head_dim)
+        if torch.device(device or "cpu").type == "cpu":
+            self._mapping, self.data = _lazy_zeros(shape, dtype)
+        else:
+            self.data = torch.zeros(shape, dtype=dtype, device=device)
 
     @property
     def num_bytes(self) -> int:
@@ -75,6 +85,20 @@ class KVCache:
                     f"sequence in slot {slot} needs {end} KV positions but the cache holds {self.max_seq_len}; "
                     "lower max_new_token or build the cache with a larger max_seq_len"
                 )
+
+
+def _lazy_zeros(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[mmap.mmap, Tensor]:
+    """A zero tensor whose pages the kernel commits on first write (see :class:`KVCache`).
+
+    Huge pages are declined for the mapping: one written token would commit
+    2 MiB, which is more than a whole head's slab of a slot.
+    """
+    num_bytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    mapping = mmap.mmap(-1, max(num_bytes, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        mapping.madvise(mmap.MADV_NOHUGEPAGE)
+    tensor = torch.frombuffer(mapping, dtype=dtype, count=math.prod(shape)).view(shape)
+    return mapping, tensor
 
 
 @dataclass(frozen=True)

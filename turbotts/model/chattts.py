@@ -24,11 +24,17 @@ from turbotts.model.vocos import Vocos
 class ChatTTSModules(nn.Module):
     """GPT + embeddings/heads + the two mel decoders + the vocoder."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, *, defer_gpt_weights: bool = False) -> None:
+        """``defer_gpt_weights`` builds the GPT and its embeddings/heads (95% of the
+        weights) on the meta device, for a loader that assigns the checkpoint's tensors
+        to them: no random initialisation to throw away and no second copy of every
+        weight while loading, which was the largest part of the process's peak memory.
+        """
         super().__init__()
         self.config = config
-        self.gpt = GPT(config.gpt)
-        self.embed = Embed(config.gpt)
+        with torch.device("meta" if defer_gpt_weights else "cpu"):
+            self.gpt = GPT(config.gpt)
+            self.embed = Embed(config.gpt)
         self.decoder = HiddenDecoder(config.decoder)
         self.dvae = DVAE(config.dvae)
         self.vocos = Vocos(config.vocos)
