@@ -202,8 +202,8 @@ def _print_summary(runs: list[dict[str, Any]]) -> None:
     from turbotts.bench.loadtest_report import offered_label
 
     table = Table(title="TurboTTS loadtest")
-    for column in ("load", "ok/sent", "TTFA p50", "TTFA p99", "latency p99", "audio s/s", "continuity",
-                   "goodput rps", "max stall", "statuses"):  # fmt: skip
+    for column in ("load", "ok", "TTFA p50", "TTFA p99", "lat p99", "audio/s", "contin", "goodput", "stall",
+                   "statuses"):  # fmt: skip
         table.add_column(column)
     for r in runs:
         continuity = r["continuity_rate"]
