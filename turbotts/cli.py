@@ -196,6 +196,7 @@ def _register_commands() -> None:
     """Commands that live in their own modules (kept out of this file to stay small)."""
     from turbotts.bench.command import bench
     from turbotts.bench.fuzz_command import fuzz
+    from turbotts.bench.loadtest_command import loadtest
     from turbotts.quality.check import quality_app
     from turbotts.quality.sweep import quant_sweep
     from turbotts.serve_command import serve
@@ -203,6 +204,7 @@ def _register_commands() -> None:
     app.command("serve")(serve)
     app.command("bench")(bench)
     app.command("fuzz")(fuzz)
+    app.command("loadtest")(loadtest)
     app.command("quant-sweep")(quant_sweep)
     app.add_typer(quality_app, name="quality")
 

@@ -25,10 +25,12 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "matplotlib": ("matplotlib", "server"),
     "websockets": ("websockets", "server"),
     "yaml": ("pyyaml", "server"),
+    "httpx": ("httpx", "server"),  # the `turbotts loadtest` client
 }
-#: what ``turbotts serve`` imports (matplotlib draws benchmark plots only: not imported at start-up)
+#: what ``turbotts serve`` imports (matplotlib draws benchmark plots, httpx is the load test's client:
+#: neither is imported at start-up)
 SERVE_MODULES = tuple(
-    name for name, (_, extra) in OPTIONAL_MODULES.items() if extra == "server" and name != "matplotlib"
+    name for name, (_, extra) in OPTIONAL_MODULES.items() if extra == "server" and name not in ("matplotlib", "httpx")
 )
 
 

@@ -5,21 +5,23 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from turbotts.bench.figures import new_figure, save_figure
-from turbotts.bench.runner import RunResult
+
+if TYPE_CHECKING:  # the engine (and torch) is not needed to summarize: `turbotts loadtest` shares these helpers
+    from turbotts.bench.runner import RunResult
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
     if not values:
-        return {"p50": None, "p99": None, "mean": None}
+        return {"p50": None, "p90": None, "p99": None, "mean": None}
     ordered = sorted(values)
 
     def pick(q: float) -> float:
         return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
-    return {"p50": pick(0.50), "p99": pick(0.99), "mean": statistics.fmean(ordered)}
+    return {"p50": pick(0.50), "p90": pick(0.90), "p99": pick(0.99), "mean": statistics.fmean(ordered)}
 
 
 def summarize(result: RunResult) -> dict[str, Any]:
