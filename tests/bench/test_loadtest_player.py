@@ -10,12 +10,12 @@ import pytest
 
 from turbotts.bench.loadtest_audio import (
     PCM_SAMPLE_RATE_HZ,
-    AudioDecodeError,
     ByteArrival,
     SseAudioParser,
     decode_timeline,
 )
 from turbotts.bench.loadtest_player import AudioArrival, simulate_playback
+from turbotts.errors import AudioReadError
 from turbotts.server.audio_encoding import StreamEncoder
 
 A = AudioArrival
@@ -88,7 +88,7 @@ def test_pcm_and_wav_count_samples_at_each_arrival() -> None:
         "wav", body, [ByteArrival(0.1, 44), ByteArrival(0.2, len(first)), ByteArrival(0.3, len(body))]
     )
     assert [a.audio_s for a in decoded.arrivals] == [0.0, pytest.approx(0.5), pytest.approx(0.75)]
-    with pytest.raises(AudioDecodeError):
+    with pytest.raises(AudioReadError):
         decode_timeline("wav", b"not a wav file at all", [])
 
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from turbotts.bench.loadtest_player import AudioArrival
+from turbotts.errors import AudioReadError  # the body is not audio of the format asked for
 
 PCM_SAMPLE_RATE_HZ = 24000  # OpenAI's (and TurboTTS's) raw pcm: 24 kHz, 16-bit, mono
 _PCM_BYTES_PER_SAMPLE = 2
@@ -46,15 +47,11 @@ class DecodedAudio:
     arrivals: list[AudioArrival]  # playable audio over time, one entry per byte arrival
 
 
-class AudioDecodeError(ValueError):
-    """The body is not audio of the format asked for (counted as a request error, never raised to the user)."""
-
-
 def decode_timeline(response_format: str, body: bytes, arrivals: Sequence[ByteArrival]) -> DecodedAudio:
     """Playable seconds of audio at each byte arrival, and the decoded duration.
 
     Raises:
-        AudioDecodeError: a malformed WAV header, or bytes PyAV cannot decode.
+        AudioReadError: a malformed WAV header, or bytes PyAV cannot decode.
     """
     if response_format == "pcm":
         ends, samples, rate = _pcm_units(body)
@@ -63,7 +60,7 @@ def decode_timeline(response_format: str, body: bytes, arrivals: Sequence[ByteAr
     elif response_format in DECODED_FORMATS:
         ends, samples, rate = _decoded_units(body)
     else:
-        raise AudioDecodeError(f"unknown response_format {response_format!r}")
+        raise AudioReadError(f"unknown response_format {response_format!r}")
     playable: list[AudioArrival] = []
     for arrival in arrivals:  # samples of every unit whose bytes have all arrived
         num_units = bisect.bisect_right(ends, arrival.num_bytes)
@@ -91,7 +88,7 @@ def _fixed_width_units(data_offset: int, body_len: int, frame_bytes: int, rate: 
 
 def _wav_units(body: bytes) -> Units:
     if len(body) < 12 or body[:4] != b"RIFF" or body[8:12] != b"WAVE":
-        raise AudioDecodeError("not a RIFF/WAVE stream")
+        raise AudioReadError("not a RIFF/WAVE stream")
     offset, fmt = 12, None
     while offset + 8 <= len(body):
         chunk_id, size = body[offset : offset + 4], struct.unpack_from("<I", body, offset + 4)[0]
@@ -100,10 +97,10 @@ def _wav_units(body: bytes) -> Units:
             fmt = (channels, rate, block_align)
         elif chunk_id == b"data":
             if fmt is None or fmt[2] == 0:
-                raise AudioDecodeError("WAV data before a valid fmt chunk")
+                raise AudioReadError("WAV data before a valid fmt chunk")
             return _fixed_width_units(offset + 8, len(body), fmt[2], fmt[1])
         offset += 8 + size + (size & 1)
-    raise AudioDecodeError("WAV stream without a data chunk")
+    raise AudioReadError("WAV stream without a data chunk")
 
 
 def _decoded_units(body: bytes) -> Units:
@@ -124,7 +121,7 @@ def _decoded_units(body: bytes) -> Units:
                 counts.append(total)
             rate = stream.sample_rate or stream.codec_context.sample_rate
     except (av.FFmpegError, IndexError, ValueError) as exc:
-        raise AudioDecodeError(f"cannot decode the body: {exc}") from exc
+        raise AudioReadError(f"cannot decode the body: {exc}") from exc
     if not counts:
         return [], [], rate or 1
     counts[-1] = total  # flushed samples come with the last bytes
@@ -166,7 +163,7 @@ class SseAudioParser:
             if kind == "speech.audio.delta":
                 return base64.b64decode(event["audio"])
         except (ValueError, KeyError, AttributeError) as exc:
-            raise AudioDecodeError(f"malformed SSE event: {exc}") from exc
+            raise AudioReadError(f"malformed SSE event: {exc}") from exc
         if kind == "speech.audio.done":
             self.is_done = True
         elif kind == "error":

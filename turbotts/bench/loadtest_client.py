@@ -23,8 +23,9 @@ from typing import Any
 
 import httpx
 
-from turbotts.bench.loadtest_audio import AudioDecodeError, ByteArrival, SseAudioParser, decode_timeline
+from turbotts.bench.loadtest_audio import ByteArrival, SseAudioParser, decode_timeline
 from turbotts.bench.loadtest_player import Playback, simulate_playback
+from turbotts.errors import AudioReadError
 
 SPEECH_PATH = "/v1/audio/speech"
 
@@ -130,7 +131,7 @@ async def send_one(
         return replace(
             failed, status=received.status, error_type=type(exc).__name__, first_byte_s=received.first_byte_s
         )
-    except AudioDecodeError:
+    except AudioReadError:
         return replace(failed, status=200, error_type="bad_audio", first_byte_s=received.first_byte_s)
     error_type = received.error_type
     if error_type is None and decoded.duration_s <= 0:
