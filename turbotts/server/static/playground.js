@@ -52,7 +52,7 @@ async function play(event) {
   const run = {
     format, clickMs, completeMs: null, chunks: [], controller: new AbortController(), player: makePlayer(format),
     stats: {
-      format, ttfaMs: null, rtf: null, receivedS: 0, playedS: 0, peakLevel: 0, numCaptions: 0,
+      format, ttfaMs: null, firstChunkMs: null, rtf: null, receivedS: 0, playedS: 0, peakLevel: 0, numCaptions: 0,
       activeCaption: null, error: null, errorStatus: null, isComplete: false, isFinished: false, usage: null,
     },
   };
@@ -77,6 +77,7 @@ async function play(event) {
 function onEvent(run, message) {
   if (message.type === "speech.audio.delta") {
     const bytes = decodeBase64(message.audio);
+    run.stats.firstChunkMs ??= performance.now() - run.clickMs;
     run.chunks.push(bytes);
     run.player.push(bytes);
     updateRate(run);
