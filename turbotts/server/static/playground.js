@@ -52,7 +52,7 @@ async function play(event) {
   const run = {
     format, clickMs, completeMs: null, chunks: [], controller: new AbortController(), player: makePlayer(format),
     stats: {
-      format, ttfaMs: null, firstChunkMs: null, rtf: null, receivedS: 0, playedS: 0, peakLevel: 0, numCaptions: 0,
+      format, ttfaMs: null, firstChunkMs: null, numChunks: 0, startedWithS: null, rtf: null, receivedS: 0, playedS: 0, peakLevel: 0, numCaptions: 0,
       activeCaption: null, error: null, errorStatus: null, isComplete: false, isFinished: false, usage: null,
     },
   };
@@ -80,6 +80,10 @@ function onEvent(run, message) {
     run.stats.firstChunkMs ??= performance.now() - run.clickMs;
     run.chunks.push(bytes);
     run.player.push(bytes);
+    run.stats.numChunks += 1;
+    if (run.stats.startedWithS === null && run.player.firstPlayMs !== null) {
+      run.stats.startedWithS = run.player.receivedS(); // the audio in hand when playback was scheduled
+    }
     updateRate(run);
   } else if (message.type === "speech.audio.segment") {
     addCaption(run, message);
@@ -95,6 +99,7 @@ function onEvent(run, message) {
 function complete(run) {
   run.completeMs = performance.now();
   run.stats.isComplete = true;
+  if (run.stats.startedWithS === null && run.player.firstPlayMs !== null) run.stats.startedWithS = run.player.receivedS();
   updateRate(run);
   if (downloadUrl) URL.revokeObjectURL(downloadUrl);
   downloadUrl = URL.createObjectURL(new Blob(run.chunks, { type: MIME_TYPES[run.format] }));
@@ -137,7 +142,7 @@ function tick(run) {
     stats.isFinished = true;
     highlight(run, Infinity);
     $("level").value = 0;
-    setBusy(false, "done");
+    setBusy(false, stats.receivedS > 0 ? "done" : "done: the response held no audio");
     return;
   }
   if (stats.error === null) requestAnimationFrame(() => tick(run));
