@@ -296,9 +296,21 @@ def test_a_bad_clip_upload_shows_the_servers_error(page: Any) -> None:
 
 
 def test_screenshot(page: Any, tmp_path: Path) -> None:
-    """The README's picture, from this setup: ``TURBOTTS_PLAYGROUND_SCREENSHOT=docs/playground.png``."""
-    last = _play(page)
-    assert last["error"] is None
+    """The README's picture, from this setup: ``TURBOTTS_PLAYGROUND_SCREENSHOT=docs/playground.png``.
+
+    Taken while a caption is highlighted (or, on a server without captions, once playback ends).
+    """
+    page.fill("#text", TEXT)
+    page.select_option("#format", "pcm")
+    page.fill("#seed", "5")
+    page.click("#play")
+    page.wait_for_function(
+        "window.turbottsPlayground.last.isFinished || document.querySelector('#captions .caption.active')",
+        timeout=WAIT_MS,
+    )
+    page.wait_for_function("window.turbottsPlayground.last.ttfaMs !== null", timeout=WAIT_MS)
     target = Path(os.environ.get(SCREENSHOT_ENV) or tmp_path / "playground.png")
     page.screenshot(path=str(target), full_page=True)
+    page.wait_for_function("window.turbottsPlayground.last.isFinished", timeout=WAIT_MS)
+    assert page.evaluate("window.turbottsPlayground.last.error") is None
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -214,6 +214,12 @@ function showError(run, error) {
   $("error").hidden = false;
 }
 
+/** "name", or "name (reference clip)" for a saved voice that is not a plain seed. */
+function voiceLabel(voice) {
+  const kinds = { reference: "reference clip", voice: "voice string", mix: "mix" };
+  return voice.kind in kinds && !voice.builtin ? `${voice.name} (${kinds[voice.kind]})` : voice.name;
+}
+
 async function loadVoices(selected) {
   let voices;
   try {
@@ -228,7 +234,7 @@ async function loadVoices(selected) {
   select.replaceChildren(...groups.filter(([, list]) => list.length).map(([label, list]) => {
     const group = document.createElement("optgroup");
     group.label = label;
-    group.append(...list.map((voice) => new Option(voice.name, voice.name)));
+    group.append(...list.map((voice) => new Option(voiceLabel(voice), voice.name)));
     return group;
   }));
   if (voices.some((v) => v.name === keep)) select.value = keep;
