@@ -18,11 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from turbotts.audio import resample
 from turbotts.config import EngineConfig
 from turbotts.engine.core import EngineCore
 from turbotts.engine.request import RequestOutput
 from turbotts.model.chattts import ChatTTSModel
-from turbotts.params import SynthesisParams
+from turbotts.model.reference import encode_reference
+from turbotts.params import SynthesisParams, VoiceReference
 from turbotts.sources import ModelSource, load_model
 
 
@@ -69,6 +71,25 @@ class TTS:
     def random_voice(self, seed: int) -> str:
         """An official voice string drawn from the checkpoint's speaker statistics."""
         return self.engine.runner.random_voice(seed)
+
+    def reference_from_audio(self, wav: np.ndarray, sample_rate_hz: int, transcript: str) -> VoiceReference:
+        """A zero-shot voice from a clip: ``SynthesisParams(reference=...)`` then speaks in its voice.
+
+        Args:
+            wav: mono float samples (or (num_samples, channels), averaged to mono).
+            sample_rate_hz: their rate; resampled to the model's 24 kHz with soxr.
+            transcript: the words spoken in the clip.
+
+        Returns:
+            The official ``spk_smp`` string of the clip (``Chat.sample_audio_speaker``) and the transcript.
+
+        Raises:
+            InvalidInputError: the clip is too short for one code frame, or the transcript is empty or too long.
+        """
+        samples = np.asarray(wav, dtype=np.float32)
+        mono = samples.mean(axis=1) if samples.ndim == 2 else samples.reshape(-1)
+        at_model_rate = resample(mono, sample_rate_hz, self.sample_rate_hz)
+        return VoiceReference(encode_reference(self.model.modules.dvae, at_model_rate), transcript)
 
     def _run(self, texts: list[str], params: SynthesisParams, keep_hidden: bool) -> list[list[RequestOutput]]:
         ids = [f"api-{next(self._ids)}" for _ in texts]
