@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from turbotts.audio import resample
+from turbotts.audio import ReferenceLimits, load_reference_clip, resample
 from turbotts.config import EngineConfig
 from turbotts.engine.core import EngineCore
 from turbotts.engine.request import RequestOutput
@@ -90,6 +90,20 @@ class TTS:
         mono = samples.mean(axis=1) if samples.ndim == 2 else samples.reshape(-1)
         at_model_rate = resample(mono, sample_rate_hz, self.sample_rate_hz)
         return VoiceReference(encode_reference(self.model.modules.dvae, at_model_rate), transcript)
+
+    def reference_from_clip(
+        self, data: bytes, transcript: str, limits: ReferenceLimits | None = None
+    ) -> VoiceReference:
+        """A zero-shot voice from an audio file's bytes (wav, flac, mp3, ogg/opus, m4a), checked as the server does.
+
+        Raises:
+            ReferenceTooLargeError: over ``limits.max_bytes``.
+            ReferenceAudioError: empty, undecodable, silent, or outside the duration bounds.
+            InvalidInputError: an empty or too long transcript.
+        """
+        VoiceReference("-", transcript)  # the transcript is checked before any decoding work
+        samples = load_reference_clip(data, self.sample_rate_hz, limits or ReferenceLimits())
+        return VoiceReference(encode_reference(self.model.modules.dvae, samples), transcript)
 
     def _run(self, texts: list[str], params: SynthesisParams, keep_hidden: bool) -> list[list[RequestOutput]]:
         ids = [f"api-{next(self._ids)}" for _ in texts]
