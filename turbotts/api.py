@@ -13,7 +13,7 @@ stepped on the calling thread.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -22,10 +22,15 @@ from turbotts.audio import ReferenceLimits, load_reference_clip, resample
 from turbotts.config import EngineConfig
 from turbotts.engine.core import EngineCore
 from turbotts.engine.request import RequestOutput
+from turbotts.errors import InvalidInputError
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.reference import encode_reference
 from turbotts.params import SynthesisParams, VoiceReference
 from turbotts.sources import ModelSource, load_model
+from turbotts.text.segment import is_speakable, split_text
+
+#: The DVAE encoder needs more than one STFT hop (official case j7 fails below this).
+MIN_REFERENCE_SAMPLES = 513
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,31 @@ class TTS:
         return [
             np.concatenate([o.audio for o in outputs]) if outputs else np.zeros(0, np.float32) for outputs in results
         ]
+
+    def synthesize_long(
+        self, text: str, params: SynthesisParams | None = None, *, max_segment_chars: int = 120
+    ) -> np.ndarray:
+        """One waveform for a long text, synthesized segment by segment (sentences, then clauses).
+
+        With no voice at all (no ``voice``, ``voice_seed`` or ``reference``) each segment would
+        be a new random speaker, so the first segment's audio becomes the reference clip of the
+        rest (its codes and its text in their prompts), as the official ``infer(split_text=True)``
+        does: one speaker from start to end. The first segment is kept as generated.
+
+        Raises:
+            InvalidInputError: nothing speakable in ``text``, or a bad parameter or voice.
+        """
+        params = params or SynthesisParams()
+        segments = [s for s in split_text(text, max_segment_chars) if is_speakable(s)]
+        if not segments:
+            raise InvalidInputError("the text has nothing to say; give at least one speakable word")
+        first = self.synthesize(segments[0], params)[0]
+        rest_params = params
+        has_voice = params.voice is not None or params.voice_seed is not None or params.reference is not None
+        if len(segments) > 1 and not has_voice and first.size >= MIN_REFERENCE_SAMPLES:
+            rest_params = replace(params, reference=self.reference_from_audio(first, self.sample_rate_hz, segments[0]))
+        rest = self.synthesize(segments[1:], rest_params) if len(segments) > 1 else []
+        return np.concatenate([first, *rest])
 
     def generate_codes(self, texts: list[str], params: SynthesisParams | None = None) -> list[CodeResult]:
         """The GPT's output per text: codes and hidden states, no audio decode needed by the caller."""

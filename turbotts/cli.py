@@ -126,7 +126,7 @@ def say(
     tts = TTS.load(source, device=device, dtype=dtype, quant=quant)
     if clip is not None:
         params = replace(params, reference=tts.reference_from_clip(clip, reference_text or ""))
-    wav = tts.synthesize([text], params)[0]
+    wav = tts.synthesize_long(text, params)  # long text: segments, one speaker throughout
     output.parent.mkdir(parents=True, exist_ok=True)
     sf.write(str(output), wav, tts.sample_rate_hz, subtype="PCM_16")
     typer.echo(f"wrote {output} ({len(wav) / tts.sample_rate_hz:.2f} s at {tts.sample_rate_hz} Hz)")

@@ -105,3 +105,27 @@ def test_bad_reference_strings_are_refused_at_add(spk_smp: str, message: str) ->
 def test_reference_fields_are_checked(spk_smp: str, transcript: str) -> None:
     with pytest.raises(InvalidInputError):
         VoiceReference(spk_smp, transcript)
+
+
+def test_long_text_without_a_voice_keeps_the_first_segments_speaker() -> None:
+    """The official split-text run (j6): piece 1 is conditioned on piece 0's audio and text, so its greedy
+    codes equal the official ones; piece 0 is kept as first generated (the official f4-style first pass)."""
+    golden, outputs = tensors(J6), case(J6)["outputs"]
+    params = official_params(J6)
+    wav = tts().synthesize_long("你好。欢迎使用语音合成。", params, max_segment_chars=10)
+    first = tts().synthesize(outputs["split_texts"][0], params)[0]
+    reference = tts().reference_from_audio(first, tts().sample_rate_hz, outputs["split_texts"][0])
+    assert reference.spk_smp == outputs["spk_smp_set_by_infer"]
+    second = tts().generate_codes([outputs["split_texts"][1]], dataclasses.replace(params, reference=reference))[0]
+    np.testing.assert_array_equal(second.codes, golden["ids_1"].numpy())
+    rest = tts().synthesize(outputs["split_texts"][1], dataclasses.replace(params, reference=reference))[0]
+    np.testing.assert_array_equal(wav, np.concatenate([first, rest]))
+    uncarried = tts().synthesize(outputs["split_texts"][1], params)[0]
+    assert uncarried.shape != rest.shape or not np.allclose(uncarried, rest)
+
+
+def test_long_text_with_a_voice_is_not_carried() -> None:
+    params = dataclasses.replace(official_params(J6), voice=tts().random_voice(5))
+    wav = tts().synthesize_long("你好。欢迎使用语音合成。", params, max_segment_chars=10)
+    pieces = [tts().synthesize(piece, params)[0] for piece in ("你好。", "欢迎使用语音合成。")]
+    np.testing.assert_allclose(wav, np.concatenate(pieces), atol=1e-5, rtol=0)  # segments decode in batches
