@@ -156,7 +156,7 @@ class SpeechService:
     def plan(self, options: SynthesisOptions) -> SpeechPlan:
         """Resolve voice, seed, speed and sampling into one :class:`SynthesisParams`."""
         warnings: list[str] = []
-        voice, voice_seed = self.voices.resolve(options.voice)
+        resolved = self.voices.resolve(options.voice)
         token, rate = speed_plan(options.speed)
         refine_prompt = ""
         if options.instructions:
@@ -176,8 +176,9 @@ class SpeechService:
         params = SynthesisParams(
             code=code,
             refine=refine,
-            voice=voice,
-            voice_seed=voice_seed,
+            voice=resolved.voice,
+            voice_seed=resolved.voice_seed,
+            reference=resolved.reference,
             seed=options.seed if options.seed is not None else secrets.randbits(63),
             prompt=f"[speed_{token}]" if token is not None else "[speed_5]",
             refine_prompt=refine_prompt,
