@@ -14,6 +14,7 @@ logs; segment ``n`` of it is the engine request ``<id>.<n>``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import secrets
@@ -217,6 +218,7 @@ class SpeechService:
             count_tokens=self.engine.count_text_tokens,
             source=source,
             observe_in_flight=self.metrics.observe_segments_in_flight,
+            spoken_text=functools.partial(self.engine.spoken_text, normalize_text=plan.params.normalize_text),
         )
         guards = self.guards
         watermark = None
