@@ -91,8 +91,12 @@ def say(
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens")] = 2048,
     skip_refine: Annotated[bool, typer.Option("--skip-refine", help="Skip the refine-text stage.")] = False,
     no_normalize: Annotated[bool, typer.Option("--no-normalize", help="Skip number/symbol normalization.")] = False,
+    captions: Annotated[
+        Path | None,
+        typer.Option("--captions", help="Also write captions, one cue per segment: out.vtt (WebVTT) or out.srt."),
+    ] = None,
 ) -> None:
-    """Synthesize TEXT into a 24 kHz WAV file."""
+    """Synthesize TEXT into a 24 kHz WAV file (with --captions, segment by segment as the server does)."""
     import soundfile as sf
 
     from turbotts.api import TTS
@@ -115,12 +119,23 @@ def say(
         refine_text=not skip_refine,
         normalize_text=not no_normalize,
     )
+    if captions is not None:
+        from turbotts.say_captions import plan_text, say_with_captions
+        from turbotts.server.subtitles import check_caption_path
+
+        check_caption_path(captions)
+        items = plan_text(text)
     source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
     tts = TTS.load(source, device=device, dtype=dtype, quant=quant)
-    wav = tts.synthesize([text], params)[0]
+    if captions is None:
+        wav = tts.synthesize([text], params)[0]
+    else:
+        wav = say_with_captions(tts, items, params, captions)
     output.parent.mkdir(parents=True, exist_ok=True)
     sf.write(str(output), wav, tts.sample_rate_hz, subtype="PCM_16")
     typer.echo(f"wrote {output} ({len(wav) / tts.sample_rate_hz:.2f} s at {tts.sample_rate_hz} Hz)")
+    if captions is not None:
+        typer.echo(f"wrote {captions}")
 
 
 @voices_app.command("random")

@@ -15,6 +15,7 @@ from tests.server.audio import decode
 from tests.server.conftest import MAX_NEW_TOKENS, SAMPLE_RATE_HZ, running_server
 
 SPEECH = "/v1/audio/speech"
+SEGMENT = "speech.audio.segment"
 THREE_SENTENCES = "I have 3 cats. They sleep all day. Dogs bark 2 times."
 
 
@@ -98,3 +99,43 @@ def test_a_wav_stream_has_the_same_timeline(client: httpx.Client) -> None:
     wav = b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta")
     _, samples = decode(wav, "wav")
     check_tiling(segments, samples.size)
+
+
+CAPTIONED = "/v1/audio/speech/captioned"
+
+
+def test_captioned_json_holds_the_audio_and_its_segments(client: httpx.Client) -> None:
+    response = client.post(CAPTIONED, json=body(THREE_SENTENCES, response_format="wav"))
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert set(result) == {"audio", "response_format", "segments", "usage"} and result["response_format"] == "wav"
+    _, samples = decode(base64.b64decode(result["audio"]), "wav")
+    check_tiling(result["segments"], samples.size)
+    assert result["segments"][0]["text"] == "I have three cats."
+    assert result["usage"]["output_tokens"] > 0
+    # the same segments as the SSE events, and the same audio as the plain endpoint
+    events = sse_events(client, body(THREE_SENTENCES, response_format="wav"))
+    assert [{k: e[k] for k in ("index", "text", "start", "end")} for e in events if e["type"] == SEGMENT] == (
+        result["segments"]
+    )
+    assert samples.size == decode(client.post(SPEECH, json=body(THREE_SENTENCES, response_format="wav")).content,
+                                  "wav")[1].size  # fmt: skip
+
+
+def test_captioned_ndjson_streams_deltas_segments_and_done(client: httpx.Client) -> None:
+    with client.stream("POST", CAPTIONED, json=body(THREE_SENTENCES, stream=True)) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("application/x-ndjson")
+        events = [json.loads(line) for line in response.iter_lines() if line]
+    assert events[-1]["type"] == "speech.audio.done" and "usage" in events[-1]
+    segments = [e for e in events if e["type"] == SEGMENT]
+    pcm = b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta")
+    check_tiling(segments, len(pcm) // 2)
+    assert len(segments) == 3
+
+
+def test_captioned_errors_are_json_4xx(client: httpx.Client) -> None:
+    response = client.post(CAPTIONED, json=body("!!!"))
+    assert response.status_code == 400 and "nothing to say" in response.json()["error"]["message"]
+    response = client.post(CAPTIONED, json={**body("hi"), "stream": "sometimes"})
+    assert response.status_code == 422 and response.json()["error"]["param"] == "stream"

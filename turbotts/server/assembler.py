@@ -13,13 +13,15 @@ stretcher's lag are flushed, so the silence that follows is exactly
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 
 from turbotts.errors import InvalidInputError
 from turbotts.server.audio_effects import MAX_SPEED, MIN_SPEED, SegmentJoiner, StreamTimeStretcher
-from turbotts.server.timeline import Timeline
+from turbotts.server.timeline import Caption, Timeline
+from turbotts.text.plan import Pause, Utterance
 
 
 class Tally(Protocol):
@@ -112,3 +114,28 @@ class AudioAssembler:
 
     def finish(self) -> np.ndarray:
         return self._end_run()
+
+
+def assemble_whole(
+    pieces: Sequence[tuple[str, Utterance, np.ndarray] | Pause], sample_rate_hz: int, stretch_rate: float = 1.0
+) -> tuple[np.ndarray, list[Caption]]:
+    """Audio and captions of whole synthesized segments (``turbotts say``), assembled as the server does.
+
+    Args:
+        pieces: ``(caption text, utterance, its audio)`` per segment, and pauses, in order.
+    """
+
+    class _Count:
+        num_samples = 0
+
+    timeline = Timeline(sample_rate_hz)
+    assembler = AudioAssembler(stretch_rate, sample_rate_hz, _Count(), timeline)
+    parts: list[np.ndarray] = []
+    for piece in pieces:
+        if isinstance(piece, Pause):
+            parts.append(assembler.pause(piece.duration_ms))
+            continue
+        caption, utterance, audio = piece
+        parts += [assembler.begin_segment(caption, utterance.rate), assembler.add(audio), assembler.end_segment()]
+    parts.append(assembler.finish())
+    return np.concatenate(parts).astype(np.float32, copy=False), timeline.captions

@@ -91,6 +91,16 @@ class SpeechRequest(SynthesisOptions):
     stream_format: Literal["audio", "sse"] = "audio"
 
 
+class CaptionedSpeechRequest(SpeechRequest):
+    """``POST /v1/audio/speech/captioned``: the speech body, answered with audio and its segment times."""
+
+    stream: bool = Field(
+        default=False,
+        description="false: one JSON object (base64 audio and every segment); true: NDJSON events as they are made "
+        "(speech.audio.delta, speech.audio.segment, speech.audio.done). stream_format is not used here.",
+    )
+
+
 class WsConfig(SynthesisOptions):
     """First message of ``/v1/audio/speech/ws``."""
 
@@ -142,6 +152,24 @@ class Usage(BaseModel):
     input_tokens: int
     output_tokens: int
     total_tokens: int
+
+
+class CaptionSegment(BaseModel):
+    """One segment as spoken and where it lies in the audio (seconds, from sample counts)."""
+
+    index: int
+    text: str
+    start: float
+    end: float
+
+
+class CaptionedSpeech(BaseModel):
+    """Audio (base64 of ``response_format``) and its segments."""
+
+    audio: str
+    response_format: ResponseFormat
+    segments: list[CaptionSegment]
+    usage: Usage
 
 
 class ErrorDetail(BaseModel):

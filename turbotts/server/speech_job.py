@@ -1,14 +1,13 @@
-"""One planned synthesis and its way out: audio from a source, watermarked, encoded, or as SSE events.
+"""One planned synthesis and its way out: audio from a source, watermarked, encoded, with its captions.
 
 No FastAPI here. A :class:`SpeechJob` is built once, complete (plan, source,
 segments), by :class:`~turbotts.server.service.SpeechService`; the route only
-streams :meth:`SpeechJob.encoded` or :meth:`SpeechJob.sse`.
+streams :meth:`SpeechJob.encoded` or :meth:`SpeechJob.events`.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -143,6 +142,15 @@ class SpeechJob:
             encoder.close()
             self.metrics.in_flight.dec()
 
+    async def collected(self) -> tuple[bytes, list[Caption]]:
+        """The whole encoded audio and every caption, once synthesis has ended."""
+        parts: list[bytes] = []
+        captions: list[Caption] = []
+        async for data, released in self.captioned():
+            parts.append(data)
+            captions.extend(released)
+        return b"".join(parts), captions
+
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         """Audio deltas (base64), a ``speech.audio.segment`` event after each segment's audio, then done."""
         async for data, captions in self.captioned():
@@ -151,11 +159,6 @@ class SpeechJob:
             for caption in captions:
                 yield caption.event()
         yield {"type": "speech.audio.done", "usage": self.usage()}
-
-    async def sse(self) -> AsyncIterator[str]:
-        """OpenAI's ``stream_format="sse"`` (plus segment events): base64 audio deltas, then done with usage."""
-        async for event in self.events():
-            yield _sse(event)
 
     def _observe_first_audio(self) -> None:
         ttfa_s = time.perf_counter() - self.started_s
@@ -168,7 +171,3 @@ class SpeechJob:
         self.metrics.audio_s.inc(audio_s)
         if audio_s > 0:
             self.metrics.rtf.observe((time.perf_counter() - self.started_s) / audio_s)
-
-
-def _sse(payload: dict[str, Any]) -> str:
-    return f"data: {json.dumps(payload)}\n\n"
