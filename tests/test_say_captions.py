@@ -61,3 +61,23 @@ def test_say_refuses_an_unknown_caption_format_before_synthesis(tmp_path: Path, 
     assert result.returncode == 2  # type: ignore[attr-defined]
     assert ".vtt or .srt" in result.stderr  # type: ignore[attr-defined]
     assert not (tmp_path / "out.wav").exists()
+
+
+def test_say_reads_ssml_with_an_exact_break(tmp_path: Path) -> None:
+    wav, cues = tmp_path / "ssml.wav", tmp_path / "ssml.srt"
+    document = '<speak><s>Hello there.</s><break time="500ms"/><s>See you.</s></speak>'
+    result = run_cli("say", document, "-o", str(wav), "--captions", str(cues), "--load-format", "dummy",
+                     "--max-new-tokens", "12", "--seed", "3", "--skip-refine")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    first, second = srt.parse(cues.read_text(encoding="utf-8"))
+    assert (first.content, second.content) == ("Hello there.", "See you.")
+    assert (second.start - first.end).total_seconds() == 0.5
+    audio, rate = sf.read(str(wav), dtype="int16")
+    start, end = round(first.end.total_seconds() * rate), round(second.start.total_seconds() * rate)
+    assert not audio[start + 24 : end - 24].any()  # silence (captions are rounded to the millisecond: 24 samples)
+
+
+def test_say_refuses_bad_ssml_with_exit_2_naming_the_element(tmp_path: Path) -> None:
+    result = run_cli("say", "<speak><audio src='x'/></speak>", "-o", str(tmp_path / "x.wav"), "--load-format", "dummy")
+    assert result.returncode == 2
+    assert "SSML <audio> at line 1, column 8" in result.stderr

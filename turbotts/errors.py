@@ -10,6 +10,7 @@ message says what happened and what to do::
     ├── InvalidInputError          bad text, voice string or parameter (also a ValueError)          400
     │   ├── VoiceError             a voice string that cannot be decoded                            400
     │   ├── AudioReadError         a file that cannot be decoded as audio                           400
+    │   ├── SSMLError              SSML not well-formed or outside the subset (element, position)   400
     │   ├── ContentFilteredError   the text contains a blocked term                                 400
     │   ├── InputTooLongError      the input is longer than the server accepts                      413
     │   ├── UnknownModelError      a model name the server does not serve                           404
@@ -56,6 +57,22 @@ class VoiceError(InvalidInputError):
 
 class AudioReadError(InvalidInputError):
     """A file could not be decoded as audio."""
+
+
+class SSMLError(InvalidInputError):
+    """SSML input that is not well-formed, or uses markup outside the supported subset.
+
+    ``element`` names the element at fault (None when the document has none yet),
+    ``line`` and ``column`` (1-based) where the parser stood; the message says both.
+    """
+
+    param = "input"
+
+    def __init__(self, message: str, element: str | None = None, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.element = element
+        self.line = line
+        self.column = column
 
 
 class ContentFilteredError(InvalidInputError):

@@ -1,9 +1,10 @@
-"""``turbotts say --captions``: the text cut into segments as the server cuts it, and their captions.
+"""``turbotts say --captions`` and SSML: the text cut into segments as the server cuts it, and their captions.
 
-Without ``--captions`` ``say`` synthesizes its text as one request; with it, the
-text is sanitized and segmented like a server request (so each caption is one
-segment), the segments are synthesized in one batch, and the audio is joined by
-the server's :func:`~turbotts.server.assembler.assemble_whole`, so the file's
+Plain text without ``--captions`` is synthesized as one request. With
+``--captions``, or for SSML (text starting with ``<speak>``), the text is planned
+like a server request (sanitized and segmented, or read as SSML: pauses and
+rates), the segments are synthesized in one batch, and the audio is joined by the
+server's :func:`~turbotts.server.assembler.assemble_whole`, so the file's
 captions are placed by the same sample counts as the server's events.
 """
 
@@ -22,24 +23,29 @@ from turbotts.server.timeline import caption_text
 from turbotts.text.plan import Pause, PlanItem, Utterance
 from turbotts.text.sanitize import sanitize
 from turbotts.text.segment import is_speakable, split_text
+from turbotts.text.ssml import is_ssml, plan_ssml
 
 MAX_SEGMENT_CHARS = 120  # the server's default max_segment_chars
 
 
 def plan_text(text: str, max_segment_chars: int = MAX_SEGMENT_CHARS) -> list[PlanItem]:
-    """The segments of plain text, as the server cuts a request.
+    """The segments of plain text, or the utterances and pauses of SSML, as the server plans a request.
 
     Raises:
+        SSMLError: SSML that is not well-formed or outside the subset.
         InvalidInputError: nothing speakable is left.
     """
-    items: list[PlanItem] = [Utterance(s) for s in split_text(sanitize(text), max_segment_chars) if is_speakable(s)]
-    if not items:
+    if is_ssml(text):
+        items = plan_ssml(text, max_segment_chars)
+    else:
+        items = [Utterance(s) for s in split_text(sanitize(text), max_segment_chars) if is_speakable(s)]
+    if not any(isinstance(item, Utterance) for item in items):
         raise InvalidInputError("the text is empty after cleaning; give at least one speakable word")
     return items
 
 
-def say_with_captions(tts: TTS, items: list[PlanItem], params: SynthesisParams, captions: Path) -> np.ndarray:
-    """Synthesize ``items``, write their captions to ``captions`` (.vtt or .srt); returns the audio.
+def say_with_captions(tts: TTS, items: list[PlanItem], params: SynthesisParams, captions: Path | None) -> np.ndarray:
+    """Synthesize ``items``, write their captions to ``captions`` (.vtt or .srt) if given; returns the audio.
 
     Raises:
         InvalidInputError: a segment cannot be synthesized, or the caption file type is unknown.
@@ -54,5 +60,6 @@ def say_with_captions(tts: TTS, items: list[PlanItem], params: SynthesisParams, 
             spoken = tts.engine.spoken_text(item.text, normalize_text=params.normalize_text)
             pieces.append((caption_text(spoken), item, next(waves)))
     audio, timeline = assemble_whole(pieces, tts.sample_rate_hz)
-    write_captions(captions, timeline)
+    if captions is not None:
+        write_captions(captions, timeline)
     return audio

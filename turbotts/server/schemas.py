@@ -88,6 +88,11 @@ class SpeechRequest(SynthesisOptions):
         default="tts-1", max_length=200, description="tts-1, tts-1-hd, gpt-4o-mini-tts, chattts or turbotts."
     )
     input: str = Field(description="Text to say; ChatTTS control tokens such as [uv_break] pass through.")
+    input_format: Literal["text", "ssml"] | None = Field(
+        default=None,
+        description="ssml: input is an SSML document (the subset in the README); text: plain text, markup "
+        "stripped; unset: SSML when input starts with <speak>, else text.",
+    )
     stream_format: Literal["audio", "sse"] = "audio"
 
 
