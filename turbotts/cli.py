@@ -70,7 +70,9 @@ def init_checkpoint(
 
 @app.command()
 def say(
-    text: Annotated[str, typer.Argument(help="What to say (control tokens like [uv_break] pass through).")],
+    text: Annotated[
+        str, typer.Argument(help="What to say (control tokens like [uv_break] pass through; <speak>...: SSML).")
+    ],
     output: Annotated[Path, typer.Option("-o", "--output", help="WAV file to write (24 kHz).")] = Path("out.wav"),
     checkpoint: CheckpointOpt = None,
     load_format: LoadFormatOpt = "auto",
@@ -96,8 +98,16 @@ def say(
         Path | None, typer.Option("--reference", help="Clip to speak like (wav, flac, mp3, ogg, m4a; 1-30 s).")
     ] = None,
     reference_text: Annotated[str | None, typer.Option("--reference-text", help="What the clip says.")] = None,
+    captions: Annotated[
+        Path | None,
+        typer.Option("--captions", help="Also write captions, one cue per segment: out.vtt (WebVTT) or out.srt."),
+    ] = None,
 ) -> None:
-    """Synthesize TEXT into a 24 kHz WAV file (in the voice of a reference clip with --reference)."""
+    """Synthesize TEXT (plain or SSML, <speak>...</speak>) into a 24 kHz WAV file.
+
+    With --reference, in the voice of that clip. With --captions, or for SSML,
+    segment by segment as the server does.
+    """
     import soundfile as sf
 
     from turbotts.api import TTS
@@ -122,14 +132,36 @@ def say(
         refine_text=not skip_refine,
         normalize_text=not no_normalize,
     )
+    items = _say_plan(text, captions)  # None: plain text, one request
     source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
     tts = TTS.load(source, device=device, dtype=dtype, quant=quant)
     if clip is not None:
         params = replace(params, reference=tts.reference_from_clip(clip, reference_text or ""))
-    wav = tts.synthesize_long(text, params)  # long text: segments, one speaker throughout
+    if items is None:
+        wav = tts.synthesize_long(text, params)  # long text: segments, one speaker throughout
+    else:
+        from turbotts.say_captions import say_with_captions
+
+        wav = say_with_captions(tts, items, params, captions)
     output.parent.mkdir(parents=True, exist_ok=True)
     sf.write(str(output), wav, tts.sample_rate_hz, subtype="PCM_16")
     typer.echo(f"wrote {output} ({len(wav) / tts.sample_rate_hz:.2f} s at {tts.sample_rate_hz} Hz)")
+    if captions is not None:
+        typer.echo(f"wrote {captions}")
+
+
+def _say_plan(text: str, captions: Path | None) -> list[Any] | None:
+    """Segments and pauses when ``say`` needs them (captions, or SSML), checked before the model loads."""
+    from turbotts.text.ssml import is_ssml
+
+    if captions is None and not is_ssml(text):
+        return None
+    from turbotts.say_captions import plan_text
+    from turbotts.server.subtitles import check_caption_path
+
+    if captions is not None:
+        check_caption_path(captions)
+    return list(plan_text(text))
 
 
 @voices_app.command("random")

@@ -13,6 +13,7 @@ message says what happened and what to do::
     │   │   └── ReferenceAudioError  a reference clip that is empty, undecodable, too short or long  400
     │   ├── ReferenceTooLargeError a reference clip upload over the size limit                      413
     │   ├── VoiceMixError          a voice mix that cannot be parsed or mixes a reference voice     400
+    │   ├── SSMLError              SSML not well-formed or outside the subset (element, position)   400
     │   ├── ContentFilteredError   the text contains a blocked term                                 400
     │   ├── InputTooLongError      the input is longer than the server accepts                      413
     │   ├── UnknownModelError      a model name the server does not serve                           404
@@ -79,6 +80,20 @@ class VoiceMixError(InvalidInputError):
     """A voice mix such as ``alloy*0.7+nova*0.3`` that cannot be parsed or resolved."""
 
     param = "voice"
+class SSMLError(InvalidInputError):
+    """SSML input that is not well-formed, or uses markup outside the supported subset.
+
+    ``element`` names the element at fault (None when the document has none yet),
+    ``line`` and ``column`` (1-based) where the parser stood; the message says both.
+    """
+
+    param = "input"
+
+    def __init__(self, message: str, element: str | None = None, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.element = element
+        self.line = line
+        self.column = column
 
 
 class ContentFilteredError(InvalidInputError):

@@ -108,6 +108,10 @@ class EngineCore:
         """Text tokens of ``text`` as a request would see it (front end, then tokenizer): pure, any thread."""
         return len(self.model.tokenizer.encode(self.frontend.prepare(text)))
 
+    def spoken_text(self, text: str, *, normalize_text: bool = True) -> str:
+        """``text`` after the front end, exactly as :meth:`add_request` prepares it: pure, any thread."""
+        return self.frontend.prepare(text, normalize_text=normalize_text)
+
     def add_request(
         self, request_id: str, text: str, params: SynthesisParams, *, stream: bool = False, keep_hidden: bool = False
     ) -> EngineRequest:

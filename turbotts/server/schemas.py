@@ -88,7 +88,22 @@ class SpeechRequest(SynthesisOptions):
         default="tts-1", max_length=200, description="tts-1, tts-1-hd, gpt-4o-mini-tts, chattts or turbotts."
     )
     input: str = Field(description="Text to say; ChatTTS control tokens such as [uv_break] pass through.")
+    input_format: Literal["text", "ssml"] | None = Field(
+        default=None,
+        description="ssml: input is an SSML document (the subset in the README); text: plain text, markup "
+        "stripped; unset: SSML when input starts with <speak>, else text.",
+    )
     stream_format: Literal["audio", "sse"] = "audio"
+
+
+class CaptionedSpeechRequest(SpeechRequest):
+    """``POST /v1/audio/speech/captioned``: the speech body, answered with audio and its segment times."""
+
+    stream: bool = Field(
+        default=False,
+        description="false: one JSON object (base64 audio and every segment); true: NDJSON events as they are made "
+        "(speech.audio.delta, speech.audio.segment, speech.audio.done). stream_format is not used here.",
+    )
 
 
 class WsConfig(SynthesisOptions):
@@ -155,6 +170,24 @@ class Usage(BaseModel):
     input_tokens: int
     output_tokens: int
     total_tokens: int
+
+
+class CaptionSegment(BaseModel):
+    """One segment as spoken and where it lies in the audio (seconds, from sample counts)."""
+
+    index: int
+    text: str
+    start: float
+    end: float
+
+
+class CaptionedSpeech(BaseModel):
+    """Audio (base64 of ``response_format``) and its segments."""
+
+    audio: str
+    response_format: ResponseFormat
+    segments: list[CaptionSegment]
+    usage: Usage
 
 
 class ErrorDetail(BaseModel):
