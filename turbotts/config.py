@@ -190,21 +190,29 @@ class StreamingConfig:
     Measured on full-size random weights (120 frames, fp32), concatenated chunks
     against a one-shot decode: lookahead 8 -> max error 1.5e-2, 12 -> 1.5e-3,
     16 -> 1.1e-4, 24 -> 4e-7 (peak amplitude 0.35), with 16+ frames of left
-    context. The default 12 is inaudible (-47 dB) and keeps time to first audio low.
+    context. The default 12 is inaudible (-47 dB).
+
+    The first chunk alone holds back ``first_chunk_lookahead_frames`` instead:
+    time to first audio is (first_chunk_frames + that) decode steps, on every CPU
+    and GPU alike, so 4 + 8 = 12 steps instead of 8 + 12 = 20 cuts it by 40%.
+    The price is in the first 85 ms only: measured max error 1.0e-2 there
+    (-30 dB of a 0.31 peak), largest in its last samples, and the chunk that
+    follows it starts exact (seam jump 4e-4); lookahead 6 would give 3.3e-2.
     """
 
-    first_chunk_frames: int = 8
+    first_chunk_frames: int = 4
     chunk_frames: int = 24
     max_chunk_frames: int = 96
     left_context_frames: int = 16
     lookahead_frames: int = 12
+    first_chunk_lookahead_frames: int = 8
 
     def __post_init__(self) -> None:
         if self.first_chunk_frames < 1 or self.chunk_frames < 1:
             raise ValueError("chunk sizes must be at least one frame")
         if self.max_chunk_frames < self.chunk_frames:
             raise ValueError("max_chunk_frames must be at least chunk_frames")
-        if self.left_context_frames < 0 or self.lookahead_frames < 0:
+        if self.left_context_frames < 0 or self.lookahead_frames < 0 or self.first_chunk_lookahead_frames < 0:
             raise ValueError("context and lookahead cannot be negative")
 
 

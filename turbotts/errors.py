@@ -10,6 +10,10 @@ message says what happened and what to do::
     ├── InvalidInputError          bad text, voice string or parameter (also a ValueError)          400
     │   ├── VoiceError             a voice string that cannot be decoded                            400
     │   ├── AudioReadError         a file that cannot be decoded as audio                           400
+    │   │   └── ReferenceAudioError  a reference clip that is empty, undecodable, too short or long  400
+    │   ├── ReferenceTooLargeError a reference clip upload over the size limit                      413
+    │   ├── VoiceMixError          a voice mix that cannot be parsed or mixes a reference voice     400
+    │   ├── SSMLError              SSML not well-formed or outside the subset (element, position)   400
     │   ├── ContentFilteredError   the text contains a blocked term                                 400
     │   ├── InputTooLongError      the input is longer than the server accepts                      413
     │   ├── UnknownModelError      a model name the server does not serve                           404
@@ -56,6 +60,40 @@ class VoiceError(InvalidInputError):
 
 class AudioReadError(InvalidInputError):
     """A file could not be decoded as audio."""
+
+
+class ReferenceAudioError(AudioReadError):
+    """A reference clip cannot become a voice (``param`` names the form field at fault)."""
+
+    def __init__(self, message: str, param: str = "audio") -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class ReferenceTooLargeError(InvalidInputError):
+    """A reference clip upload is larger than ``max_reference_bytes``."""
+
+    param = "audio"
+
+
+class VoiceMixError(InvalidInputError):
+    """A voice mix such as ``alloy*0.7+nova*0.3`` that cannot be parsed or resolved."""
+
+    param = "voice"
+class SSMLError(InvalidInputError):
+    """SSML input that is not well-formed, or uses markup outside the supported subset.
+
+    ``element`` names the element at fault (None when the document has none yet),
+    ``line`` and ``column`` (1-based) where the parser stood; the message says both.
+    """
+
+    param = "input"
+
+    def __init__(self, message: str, element: str | None = None, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.element = element
+        self.line = line
+        self.column = column
 
 
 class ContentFilteredError(InvalidInputError):

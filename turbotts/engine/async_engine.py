@@ -85,6 +85,10 @@ class AsyncEngine:
         """Text tokens of ``text`` for usage reports (the same front end and tokenizer as a request)."""
         return self.core.count_text_tokens(text)
 
+    def spoken_text(self, text: str, *, normalize_text: bool = True) -> str:
+        """``text`` as a request hands it to the model (front end: dictionary, normalization), for captions."""
+        return self.core.spoken_text(text, normalize_text=normalize_text)
+
     def new_request_id(self) -> str:
         return f"req-{next(self._ids)}"
 

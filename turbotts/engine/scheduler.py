@@ -106,9 +106,11 @@ class Scheduler:
             self._waiting.popleft()
             self._admit(seq)
             num_prefill_tokens += seq.num_prompt_tokens
-            prefill.append(
-                PrefillItem(seq.seq_id, self._slot_of(seq), seq.kind, seq.prompt_ids, seq.voice, seq.sampling, seq.seed)
+            slot = self._slot_of(seq)
+            item = PrefillItem(
+                seq.seq_id, slot, seq.kind, seq.prompt_ids, seq.voice, seq.sampling, seq.seed, seq.prompt_codes
             )
+            prefill.append(item)
         return SchedulerOutput(prefill=prefill, decode=decode)
 
     def update(self, output: RunnerOutput) -> list[SequenceUpdate]:

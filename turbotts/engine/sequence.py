@@ -43,6 +43,8 @@ class Sequence:
     Attributes:
         prompt_ids: text token ids of the decorated prompt (no padding).
         voice: official voice string placed at ``[spk_emb]``, or None.
+        prompt_codes: audio codes after the text (a reference clip, zero-shot voice), one list
+            of num_vq ids per position; they take KV space like text tokens.
         seed: sampler seed (the engine draws one when the caller gave none).
         output_ids: generated ids; for CODE one list of num_vq ids per step.
     """
@@ -53,6 +55,7 @@ class Sequence:
     sampling: SamplingParams
     seed: int
     voice: str | None = None
+    prompt_codes: list[list[int]] = field(default_factory=list)
     status: SequenceStatus = SequenceStatus.WAITING
     slot: int | None = None
     output_ids: list[list[int]] = field(default_factory=list)
@@ -61,7 +64,7 @@ class Sequence:
 
     @property
     def num_prompt_tokens(self) -> int:
-        return len(self.prompt_ids)
+        return len(self.prompt_ids) + len(self.prompt_codes)
 
     @property
     def num_generated(self) -> int:

@@ -21,6 +21,7 @@ from turbotts.engine.async_engine import AsyncEngine
 from turbotts.engine.core import EngineCore
 from turbotts.errors import TurboTTSError
 from turbotts.guard.apikeys import APIKeyStore
+from turbotts.model.reference import encode_reference
 from turbotts.server.connections import open_connections
 from turbotts.server.context import install_log_filter, route_segments
 from turbotts.server.errors import install_error_handlers
@@ -31,7 +32,7 @@ from turbotts.server.routes import admin, health, playground, speech, voices, ws
 from turbotts.server.service import SpeechService
 from turbotts.server.settings import ServerSettings
 from turbotts.server.speech_job import ClipSource
-from turbotts.server.voice_service import VoiceService
+from turbotts.server.voice_service import VoiceModel, VoiceService
 from turbotts.server.voices import VoiceStore
 from turbotts.sources import load_model
 
@@ -62,6 +63,17 @@ def _reload_on_sighup(guards: Guards) -> bool:
     return True
 
 
+def _voice_model(engine: AsyncEngine) -> VoiceModel:
+    model = engine.core.model
+    dvae = model.modules.dvae
+    return VoiceModel(
+        hidden_size=model.config.gpt.hidden_size,
+        sample_rate_hz=model.sample_rate_hz,
+        random_voice=engine.core.runner.random_voice,
+        encode_clip=lambda samples: encode_reference(dvae, samples),
+    )
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: ServerSettings = app.state.settings
@@ -86,7 +98,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.startup_error = exc
         raise
     engine = AsyncEngine(EngineCore(model, settings.engine_config()))
-    voices = VoiceService(VoiceStore(settings.voices_db), model.config.gpt.hidden_size)
+    voices = VoiceService(VoiceStore(settings.voices_db), _voice_model(engine), settings.reference_limits())
     app.state.engine = engine
     app.state.api_keys = api_keys
     app.state.guards = guards

@@ -21,6 +21,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from turbotts.audio import ReferenceLimits
 from turbotts.config import EngineConfig
 from turbotts.errors import InvalidInputError
 from turbotts.guard.keys import parse_secret_key
@@ -72,6 +73,9 @@ class ServerSettings(BaseSettings):
     default_refine_text: bool = Field(default=False, description="The refine stage doubles time to first audio.")
 
     voices_db: Path = Path("~/.cache/turbotts/voices.sqlite3")
+    reference_min_s: float = Field(default=1.0, gt=0.0, description="Shorter reference clips get 400.")
+    reference_max_s: float = Field(default=30.0, gt=0.0, description="Longer reference clips get 400.")
+    max_reference_bytes: int = Field(default=10 * 2**20, ge=1, description="Larger clip uploads get 413.")
     api_keys: str = Field(default="", description="Comma-separated bearer keys; empty (and no file) = no auth.")
     api_key_file: Path | None = None
     shutdown_grace_s: float = Field(default=10.0, ge=0.0)
@@ -127,6 +131,7 @@ class ServerSettings(BaseSettings):
         self.model_source()  # raises CheckpointError on a contradiction (both --checkpoint and dummy)
         if self.degrade_mode == "fallback" and self.fallback_clip is None:
             raise InvalidInputError("degrade_mode=fallback needs fallback_clip (an audio file to answer with)")
+        self.reference_limits()  # raises InvalidInputError unless min < max
         if self.rate_limit_rps > 0 and self.rate_limit_burst < 1:
             raise InvalidInputError("rate_limit_burst must be at least 1 when rate_limit_rps > 0 (0 rps turns it off)")
         return self
@@ -168,6 +173,11 @@ class ServerSettings(BaseSettings):
             kv_budget_bytes=self.kv_budget_bytes,
             max_seq_len=self.max_seq_len,
             vocoder_dtype=self.vocoder_dtype,
+        )
+
+    def reference_limits(self) -> ReferenceLimits:
+        return ReferenceLimits(
+            min_s=self.reference_min_s, max_s=self.reference_max_s, max_bytes=self.max_reference_bytes
         )
 
     def bit_rate_kbps(self, fmt: str) -> int | None:
