@@ -33,7 +33,9 @@ SCREENSHOT_ENV = "TURBOTTS_PLAYGROUND_SCREENSHOT"  # where test_screenshot saves
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # no watermark: its payload carries the minute, so the download could differ from a later request
-    server = running_server(tmp_path_factory.mktemp("playground"), max_new_tokens=40, watermark=False)
+    server = running_server(
+        tmp_path_factory.mktemp("playground"), max_new_tokens=40, max_segment_chars=40, watermark=False
+    )
     with server as (url, _):
         yield url
 
@@ -257,12 +259,14 @@ def test_captions_appear_and_follow_the_playback(page: Any) -> None:
 
 
 def _reference_clip(server_url: str) -> bytes:
-    """A WAV clip the server itself synthesized (a reference clip the tiny model can encode)."""
+    """A WAV clip the server itself synthesized, repeated to two seconds (clips must last 1 to 30 s)."""
     response = httpx.post(
         f"{server_url}{SPEECH}", json={"input": "A reference clip.", "seed": 3, "response_format": "pcm"}, timeout=120
     )
+    samples = np.frombuffer(response.content, dtype="<i2")
+    assert samples.size > 0
     buffer = io.BytesIO()
-    sf.write(buffer, np.frombuffer(response.content, dtype="<i2"), 24000, format="WAV", subtype="PCM_16")
+    sf.write(buffer, np.tile(samples, -(-2 * 24000 // samples.size)), 24000, format="WAV", subtype="PCM_16")
     return buffer.getvalue()
 
 

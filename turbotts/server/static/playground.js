@@ -108,6 +108,7 @@ function complete(run) {
   link.download = `turbotts.${run.format}`;
   link.classList.remove("disabled");
   link.setAttribute("aria-disabled", "false");
+  if (run.stats.ttfaMs !== null && !run.stats.isFinished) $("status").textContent = "playing";
 }
 
 /** Real-time factor: wall seconds from the click to the last byte (so far) per second of audio received
