@@ -63,19 +63,6 @@ def page(browser: Any, server_url: str) -> Iterator[Any]:
     assert elsewhere == [], "every request goes to the server itself"
 
 
-def _has_segment_events(url: str) -> bool:
-    response = httpx.post(
-        f"{url}{SPEECH}", json={"input": "One. Two.", "response_format": "pcm", "stream_format": "sse"}, timeout=120
-    )
-    return '"speech.audio.segment"' in response.text
-
-
-def _accepts_clip_upload(url: str) -> bool:
-    schema = httpx.get(f"{url}/openapi.json", timeout=30).json()
-    body = schema["paths"]["/v1/voices"]["post"].get("requestBody", {})
-    return "multipart/form-data" in body.get("content", {})
-
-
 def _play(page: Any, text: str = TEXT, fmt: str = "pcm", seed: int | None = 5) -> dict[str, Any]:
     """Type, pick, press play; returns the page's figures once the run played to its end or failed."""
     page.fill("#text", text)
@@ -227,19 +214,6 @@ def test_the_page_works_behind_a_path_prefix(browser: Any, tmp_path: Path) -> No
     assert f"{PREFIX}/v1/audio/speech" in paths
 
 
-@pytest.fixture()
-def needs_captions(server_url: str) -> None:
-    if not _has_segment_events(server_url):
-        pytest.skip("the server sends no speech.audio.segment events yet (captions land with issue 14 part 2)")
-
-
-@pytest.fixture()
-def needs_clip_upload(server_url: str) -> None:
-    if not _accepts_clip_upload(server_url):
-        pytest.skip("POST /v1/voices takes no reference clip yet (lands with issue 14's voice cloning part)")
-
-
-@pytest.mark.usefixtures("needs_captions")
 def test_captions_appear_and_follow_the_playback(page: Any) -> None:
     page.fill("#text", TEXT)
     page.select_option("#format", "pcm")
@@ -270,7 +244,6 @@ def _reference_clip(server_url: str) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.usefixtures("needs_clip_upload")
 def test_a_reference_clip_uploads_and_its_voice_is_selectable(page: Any, server_url: str) -> None:
     page.click("#clone summary")
     page.fill("#voice-name", "my-clip")
@@ -288,7 +261,6 @@ def test_a_reference_clip_uploads_and_its_voice_is_selectable(page: Any, server_
     assert _play(page)["error"] is None
 
 
-@pytest.mark.usefixtures("needs_clip_upload")
 def test_a_bad_clip_upload_shows_the_servers_error(page: Any) -> None:
     page.click("#clone summary")
     page.fill("#voice-name", "not-audio")
