@@ -118,6 +118,19 @@ def test_pcm_playback_starts_with_the_first_chunk(page: Any) -> None:
     assert whole["startedWithS"] == whole["receivedS"] > 0
 
 
+def test_stop_ends_the_run_and_the_next_play_works(page: Any) -> None:
+    page.fill("#text", " ".join(["Stop me while I am still talking."] * 8))
+    page.fill("#seed", "5")
+    page.click("#play")
+    page.wait_for_function("window.turbottsPlayground.last.ttfaMs !== null", timeout=WAIT_MS)
+    page.click("#stop")
+    assert page.text_content("#status") == "stopped"
+    assert page.is_disabled("#stop")
+    assert page.evaluate("window.turbottsPlayground.last.isFinished") is False
+    assert page.is_hidden("#error")
+    assert _play(page)["error"] is None
+
+
 def test_download_is_the_audio_that_was_played(page: Any, server_url: str) -> None:
     last = _play(page, fmt="wav", seed=11)
     assert last["error"] is None

@@ -44,6 +44,7 @@ export class WebAudioPlayer {
     this.totalS = 0;
     this.firstPlayMs = null;
     this.isEnded = false;
+    this.isStopped = false;
   }
 
   push(bytes) {
@@ -107,6 +108,7 @@ export class WebAudioPlayer {
 
   stop() {
     for (const source of this.sources) source.stop();
+    this.isStopped = true;
     this.isEnded = true;
     this.nextAt = 0;
   }
@@ -127,7 +129,7 @@ export class BufferedPlayer extends WebAudioPlayer {
   end() {
     const whole = concat(this.chunks).slice(); // decodeAudioData detaches its buffer: keep the chunks whole
     this.decoding = this.graph.context.decodeAudioData(whole.buffer).then((buffer) => {
-      this.schedule(buffer);
+      if (!this.isStopped) this.schedule(buffer);
       this.isEnded = true;
     });
     return this.decoding;

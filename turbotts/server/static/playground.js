@@ -47,27 +47,28 @@ async function play(event) {
   const clickMs = performance.now();
   stop();
   graph ??= new AudioGraph($("player"));
-  await graph.context.resume();
   const format = $("format").value;
   const run = {
     format, clickMs, completeMs: null, chunks: [], controller: new AbortController(), player: makePlayer(format),
     stats: {
-      format, ttfaMs: null, firstChunkMs: null, numChunks: 0, startedWithS: null, rtf: null, receivedS: 0, playedS: 0, peakLevel: 0, numCaptions: 0,
-      activeCaption: null, error: null, errorStatus: null, isComplete: false, isFinished: false, usage: null,
+      format, ttfaMs: null, firstChunkMs: null, numChunks: 0, startedWithS: null, rtf: null, receivedS: 0,
+      playedS: 0, peakLevel: 0, numCaptions: 0, activeCaption: null, error: null, errorStatus: null,
+      isComplete: false, isFinished: false, usage: null,
     },
   };
-  current = run;
+  current = run; // set before any await: a second click stops this run
   page.last = run.stats;
   resetView();
   setBusy(true, "synthesizing…");
-  requestAnimationFrame(() => tick(run));
   try {
+    await graph.context.resume();
+    requestAnimationFrame(() => tick(run));
     const response = await startSpeech(apiKey(), requestBody(format), run.controller.signal);
     await readEvents(response, (message) => onEvent(run, message));
     await run.player.end();
-    complete(run);
+    if (run === current) complete(run);
   } catch (error) {
-    if (error.name === "AbortError") return;
+    if (error.name === "AbortError" || run !== current) return;
     run.player.stop();
     showError(run, error);
     setBusy(false, "error");
