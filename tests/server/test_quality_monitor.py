@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -78,6 +81,13 @@ def _serve_and_measure(tmp_path: Path, baseline: Path, quant: str) -> list[float
     return mcds
 
 
+def _drift_alert_fires(mcds: list[float]) -> bool:
+    """The scraped gauges, held for 10 min, fed to the TurboTTSQualityDrift rule."""
+    series = {f'turbotts_quality_mcd_db{{instance="a", sentence="{i}"}}': f"{v!r}x20" for i, v in enumerate(mcds)}
+    series['turbotts_quality_threshold_db{instance="a"}'] = f"{THRESHOLD_DB!r}x20"
+    return alert_fires("TurboTTSQualityDrift", series)
+
+
 def _drift_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == MONITOR and r.levelno == logging.WARNING]
 
@@ -88,25 +98,34 @@ def test_same_model_reproduces_its_baseline(tmp_path: Path, baseline: Path, capl
     assert max(mcds) < 0.01, mcds  # batch and streaming differences only: ~1e-5 dB
     assert _drift_warnings(caplog) == []
     assert any("quality round: mean MCD" in r.getMessage() for r in caplog.records)
-    assert alert_fires("TurboTTSQualityDrift", mcds, THRESHOLD_DB) is False
+    assert _drift_alert_fires(mcds) is False
 
 
-def test_int8_weights_drift_past_the_threshold(tmp_path: Path, baseline: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_int8_weights_drift_past_the_threshold(
+    tmp_path: Path, baseline: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger=MONITOR)
     mcds = _serve_and_measure(tmp_path, baseline, quant="int8")
     assert sum(mcds) / len(mcds) > THRESHOLD_DB * 10, mcds
     warnings = _drift_warnings(caplog)
     assert warnings and "quality drift: mean MCD" in warnings[0] and "over the 0.200 dB threshold" in warnings[0]
     assert not any(sentence in warnings[0] for sentence in SENTENCES)  # the log names sentences by index
-    assert alert_fires("TurboTTSQualityDrift", mcds, THRESHOLD_DB) is True
+    assert _drift_alert_fires(mcds) is True
 
 
-def test_a_bad_baseline_fails_start_up(tmp_path: Path) -> None:
+def test_serve_with_a_bad_baseline_exits_2_naming_it(tmp_path: Path) -> None:
     (tmp_path / "junk.npz").write_bytes(b"not a baseline")
-    with pytest.raises(RuntimeError, match="did not start"), running_server(
-        tmp_path, quality_baseline=tmp_path / "junk.npz"
-    ):
-        pass
+    env = {**os.environ, "TURBOTTS_VOICES_DB": str(tmp_path / "v.sqlite3")}
+    cases = ((tmp_path / "junk.npz", "is not a quality baseline"), (tmp_path / "none.npz", "does not exist"))
+    for path, message in cases:
+        result = subprocess.run(
+            [sys.executable, "-m", "turbotts", "serve", "--load-format", "dummy", "--port", "0",
+             "--quality-baseline", str(path)],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        assert message in result.stderr and str(path) in result.stderr
+        assert "Traceback" not in result.stderr
 
 
 class _Front:
