@@ -139,7 +139,8 @@ class _Front:
 
 
 def test_rounds_give_way_to_user_work(baseline: Path) -> None:
-    """Busy at the start: skipped. Work arriving mid-round: the sentence is aborted, skipped. Idle: measured."""
+    """Busy at the start: skipped. Work arriving mid-round: the sentence is aborted, skipped. Idle: measured.
+    An engine that refuses work: failed, and the monitor keeps running."""
     model = load_model(ModelSource(load_format="dummy", dummy_size="tiny"), dtype="fp32")
     metrics, front = Metrics(), _Front()
 
@@ -159,12 +160,17 @@ def test_rounds_give_way_to_user_work(baseline: Path) -> None:
             while engine.stats.num_unfinished:
                 await asyncio.sleep(0.01)  # the aborted sequence left the engine
             idle = await monitor.run_round()
-            return busy, interrupted, idle
         finally:
             await engine.shutdown(5.0)
+        loop_task = asyncio.create_task(monitor.run())  # an engine that takes no work: the round fails, the loop lives
+        while metrics.registry.get_sample_value("turbotts_quality_rounds_total", {"outcome": "failed"}) is None:
+            await asyncio.sleep(0.01)
+        assert not loop_task.done()
+        loop_task.cancel()
+        return busy, interrupted, idle
 
     busy, interrupted, idle = asyncio.run(scenario())
     assert busy is None and interrupted is None
     assert idle is not None and max(idle) < 0.01
     rounds = {o: metrics.registry.get_sample_value("turbotts_quality_rounds_total", {"outcome": o}) for o in OUTCOMES}
-    assert rounds == {"skipped": 2.0, "measured": 1.0, "failed": None}
+    assert rounds == {"skipped": 2.0, "measured": 1.0, "failed": 1.0}

@@ -19,7 +19,6 @@ skipped measures nothing, hence ``turbotts_quality_last_measured_timestamp_secon
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import time
@@ -69,13 +68,16 @@ class QualityMonitor:
         metrics.quality_last_measured_s.set(time.time())  # the clock of the staleness alert starts now
 
     async def run(self) -> None:
-        """Measure now, then every ``interval_s``, until cancelled."""
+        """Measure now, then every ``interval_s``, until cancelled; a failed round never ends the monitor."""
         while True:
             try:
                 await self.run_round()
-            except TurboTTSError as exc:  # the engine failed or shut down: try again next round
+            except TurboTTSError as exc:  # the engine failed or is shutting down: try again next round
                 self.metrics.quality_rounds.labels("failed").inc()
                 logger.warning("quality round failed: %s", exc)
+            except Exception:  # a bug here must not take the monitor (or the shutdown) down: logged with traceback
+                self.metrics.quality_rounds.labels("failed").inc()
+                logger.exception("quality round failed unexpectedly")
             await asyncio.sleep(self.interval_s)
 
     async def run_round(self) -> list[float] | None:
@@ -104,14 +106,15 @@ class QualityMonitor:
     async def _synthesize(self, text: str) -> np.ndarray | None:
         """The sentence's waveform, or None if user work arrived first (the sequence is aborted)."""
         task = asyncio.create_task(self._collect(text))
-        while not task.done():
-            await asyncio.wait({task}, timeout=BUSY_POLL_S)
-            if not task.done() and self._is_busy(num_own=1):
-                task.cancel()  # closes the engine stream: the request is aborted and its slot freed
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-                return None
-        return task.result()
+        try:
+            while not task.done():
+                await asyncio.wait({task}, timeout=BUSY_POLL_S)
+                if not task.done() and self._is_busy(num_own=1):
+                    return None
+            return task.result()
+        finally:
+            if not task.done():  # given way, or the monitor itself was cancelled
+                task.cancel()  # closes the engine stream: the request is aborted and its KV slot freed
 
     async def _collect(self, text: str) -> np.ndarray:
         request_id = f"quality-{next(self._ids)}"
