@@ -65,6 +65,9 @@ def serve(
         Path | None, typer.Option("--fallback-clip", help="Audio file answered in --degrade-mode fallback.")
     ] = None,
     log_format: Annotated[str | None, typer.Option("--log-format", help="json (default) or text.")] = None,
+    quality_baseline: Annotated[
+        Path | None, typer.Option("--quality-baseline", help="Re-measure this `quality check` baseline live.")
+    ] = None,
 ) -> None:
     """Serve the OpenAI-compatible speech API (flags > TURBOTTS_* environment > --config file > defaults)."""
     require(*SERVE_MODULES, purpose="turbotts serve")
@@ -83,6 +86,7 @@ def serve(
         "rate_limit_rps": rate_limit_rps, "rate_limit_burst": rate_limit_burst, "api_key_file": api_key_file,
         "blocklist": blocklist, "watermark": False if no_watermark else None, "cache_max_bytes": cache_max_bytes,
         "degrade_mode": degrade_mode, "fallback_clip": fallback_clip, "log_format": log_format,
+        "quality_baseline": quality_baseline,
     }  # fmt: skip
     try:
         settings = ServerSettings(**{k: v for k, v in flags.items() if v is not None})

@@ -123,6 +123,24 @@ class Metrics:
         self.content_filtered = Counter(
             "turbotts_content_filtered_total", "Requests refused by the blocklist.", registry=r
         )
+        self.quality_mcd_db = Gauge(
+            "turbotts_quality_mcd_db",
+            "Mel-cepstral distortion of a baseline sentence against the quality baseline (last measured round).",
+            ["sentence"],
+            registry=r,
+        )
+        self.quality_threshold_db = Gauge(
+            "turbotts_quality_threshold_db", "Mean MCD above which the quality monitor warns.", registry=r
+        )
+        self.quality_rounds = Counter(
+            "turbotts_quality_rounds_total", "Quality monitor rounds by outcome (measured, skipped, failed).",
+            ["outcome"], registry=r,
+        )  # fmt: skip
+        self.quality_last_measured_s = Gauge(
+            "turbotts_quality_last_measured_timestamp_seconds",
+            "Unix time of the last measured quality round (before the first: the monitor's start; 0: monitor off).",
+            registry=r,
+        )  # fmt: skip
         self.guards = _GuardCollector()
         r.register(self.guards)
 

@@ -116,6 +116,11 @@ class ServerSettings(BaseSettings):
     degrade_mode: Literal["off", "shed", "fallback"] = "off"
     fallback_clip: Path | None = Field(default=None, description="Audio file answered in degrade_mode=fallback.")
 
+    # live quality monitor (README "Operating it"): off unless a baseline is given
+    quality_baseline: Path | None = Field(default=None, description="`turbotts quality check` baseline to re-measure.")
+    quality_interval_s: float = Field(default=300.0, gt=0.0, description="Pause between quality rounds.")
+    quality_threshold_db: float = Field(default=0.2, ge=0.0, description="Mean MCD above which the monitor warns.")
+
     @field_validator("watermark_key")
     @classmethod
     def _check_watermark_key(cls, value: SecretStr | None) -> SecretStr | None:
