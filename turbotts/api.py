@@ -22,6 +22,7 @@ from turbotts.audio import ReferenceLimits, load_reference_clip, resample
 from turbotts.config import EngineConfig
 from turbotts.engine.core import EngineCore
 from turbotts.engine.request import RequestOutput
+from turbotts.errors import InvalidInputError
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.reference import encode_reference
 from turbotts.params import SynthesisParams, VoiceReference
@@ -154,8 +155,8 @@ class TTS:
         """
         params = params or SynthesisParams()
         segments = [s for s in split_text(text, max_segment_chars) if is_speakable(s)]
-        if not segments:  # the engine says why (the same message as a short text)
-            return self.synthesize(text, params)[0]
+        if not segments:
+            raise InvalidInputError("the text has nothing to say; give at least one speakable word")
         first = self.synthesize(segments[0], params)[0]
         rest_params = params
         has_voice = params.voice is not None or params.voice_seed is not None or params.reference is not None
