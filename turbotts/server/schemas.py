@@ -143,7 +143,7 @@ class VoiceCreate(Utf8Model):
     def _exactly_one(self) -> VoiceCreate:
         given = [f for f in ("seed", "voice", "spk_smp", "mix") if getattr(self, f) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of seed, voice, spk_smp (with transcript) and mix")
+            raise ValueError("give exactly one of seed and voice, or spk_smp (with transcript), or mix")
         if (self.spk_smp is None) != (self.transcript is None):
             raise ValueError("spk_smp and transcript go together: the transcript is what the clip says")
         return self
