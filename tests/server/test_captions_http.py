@@ -150,3 +150,15 @@ def test_encoded_formats_have_the_same_timeline_and_events_after_their_audio(cli
     assert events[0]["type"] == "speech.audio.delta"  # never a caption before any audio
     if fmt == "flac":  # sent whole: the one delta, then every caption
         assert [e["type"] for e in events] == ["speech.audio.delta"] + [SEGMENT] * 3 + ["speech.audio.done"]
+
+
+def test_the_openapi_schema_describes_the_captioned_endpoint(client: httpx.Client) -> None:
+    schema = client.get("/openapi.json").json()
+    operation = schema["paths"]["/v1/audio/speech/captioned"]["post"]
+    ok = operation["responses"]["200"]["content"]
+    assert ok["application/json"]["schema"]["$ref"].endswith("/CaptionedSpeech") and "application/x-ndjson" in ok
+    components = schema["components"]["schemas"]
+    assert set(components["CaptionSegment"]["properties"]) == {"index", "text", "start", "end"}
+    assert "stream" in components["CaptionedSpeechRequest"]["properties"]
+    input_format = components["SpeechRequest"]["properties"]["input_format"]
+    assert {"enum": ["text", "ssml"], "type": "string"} in input_format["anyOf"]
