@@ -155,9 +155,20 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
+class Readiness(BaseModel):
+    """What ``/readyz`` adds when ready: the engine's real-time admission state."""
+
+    admission: Literal["realtime", "off"]
+    realtime_capacity_streams: int  # streams kept at or above real time plus margin
+    is_capacity_measured: bool  # False until a decode step was timed (then one stream may start, as a probe)
+    running_sequences: int
+    waiting_sequences: int
+
+
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     detail: str | None = None
+    details: Readiness | None = None
 
 
 class Reloaded(BaseModel):

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from turbotts.server.deps import EngineDep, MetricsDep
-from turbotts.server.schemas import Health
+from turbotts.server.deps import EngineDep, MetricsDep, SettingsDep
+from turbotts.server.schemas import Health, Readiness
 
 router = APIRouter(tags=["operations"])
 
@@ -19,13 +19,21 @@ async def healthz() -> Health:
 
 
 @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
-async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
-    """Ready for traffic: model loaded, engine thread alive, not draining."""
+async def readyz(request: Request, engine: EngineDep, settings: SettingsDep) -> JSONResponse:
+    """Ready for traffic: model loaded, engine thread alive, not draining; ``details`` has the real-time capacity."""
     if getattr(request.app.state, "is_draining", False):
         return JSONResponse(Health(status="unavailable", detail="shutting down").model_dump(), status_code=503)
     if not engine.is_alive:
         return JSONResponse(Health(status="unavailable", detail="engine thread stopped").model_dump(), status_code=503)
-    return JSONResponse(Health(status="ok").model_dump())
+    stats = engine.stats
+    details = Readiness(
+        admission=settings.admission,
+        realtime_capacity_streams=stats.realtime_capacity,
+        is_capacity_measured=stats.is_capacity_measured,
+        running_sequences=stats.num_running,
+        waiting_sequences=stats.num_waiting,
+    )
+    return JSONResponse(Health(status="ok", details=details).model_dump())
 
 
 @router.get("/metrics", response_class=Response)
