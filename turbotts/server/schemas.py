@@ -168,6 +168,11 @@ class Readiness(BaseModel):
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     detail: str | None = None
+
+
+class Ready(Health):
+    """``/readyz``: the health, and when ready the engine's admission state."""
+
     details: Readiness | None = None
 
 

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from turbotts.server.deps import EngineDep, MetricsDep, SettingsDep
-from turbotts.server.schemas import Health, Readiness
+from turbotts.server.schemas import Health, Readiness, Ready
 
 router = APIRouter(tags=["operations"])
 
@@ -18,13 +18,13 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
-@router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
+@router.get("/readyz", response_model=Ready, responses={503: {"model": Ready}})
 async def readyz(request: Request, engine: EngineDep, settings: SettingsDep) -> JSONResponse:
     """Ready for traffic: model loaded, engine thread alive, not draining; ``details`` has the real-time capacity."""
     if getattr(request.app.state, "is_draining", False):
-        return JSONResponse(Health(status="unavailable", detail="shutting down").model_dump(), status_code=503)
+        return JSONResponse(Ready(status="unavailable", detail="shutting down").model_dump(), status_code=503)
     if not engine.is_alive:
-        return JSONResponse(Health(status="unavailable", detail="engine thread stopped").model_dump(), status_code=503)
+        return JSONResponse(Ready(status="unavailable", detail="engine thread stopped").model_dump(), status_code=503)
     stats = engine.stats
     details = Readiness(
         admission=settings.admission,
@@ -33,7 +33,7 @@ async def readyz(request: Request, engine: EngineDep, settings: SettingsDep) -> 
         running_sequences=stats.num_running,
         waiting_sequences=stats.num_waiting,
     )
-    return JSONResponse(Health(status="ok", details=details).model_dump())
+    return JSONResponse(Ready(status="ok", details=details).model_dump())
 
 
 @router.get("/metrics", response_class=Response)
