@@ -18,13 +18,13 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
-@router.get("/readyz", response_model=Ready, responses={503: {"model": Ready}})
+@router.get("/readyz", response_model=Ready, responses={503: {"model": Health}})
 async def readyz(request: Request, engine: EngineDep, settings: SettingsDep) -> JSONResponse:
     """Ready for traffic: model loaded, engine thread alive, not draining; ``details`` has the real-time capacity."""
     if getattr(request.app.state, "is_draining", False):
-        return JSONResponse(Ready(status="unavailable", detail="shutting down").model_dump(), status_code=503)
+        return JSONResponse(Health(status="unavailable", detail="shutting down").model_dump(), status_code=503)
     if not engine.is_alive:
-        return JSONResponse(Ready(status="unavailable", detail="engine thread stopped").model_dump(), status_code=503)
+        return JSONResponse(Health(status="unavailable", detail="engine thread stopped").model_dump(), status_code=503)
     stats = engine.stats
     details = Readiness(
         admission=settings.admission,
