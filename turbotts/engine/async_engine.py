@@ -45,6 +45,7 @@ class EngineStats:
     realtime_capacity: int = 0  # streams the engine keeps at real time plus margin (enforced unless admission off)
     is_capacity_measured: bool = False  # False until a step was timed (or the capacity is overridden)
     num_refused_realtime: int = 0  # streams refused since start (their queue wait was too long)
+    step_s_by_batch: dict[int, float] = field(default_factory=dict)  # mean pure-decode step time per batch size
 
 
 @dataclass
@@ -233,6 +234,7 @@ class AsyncEngine:
             realtime_capacity=0 if policy is None else policy.capacity,
             is_capacity_measured=policy is not None and policy.is_measured,
             num_refused_realtime=scheduler.num_refused_realtime,
+            step_s_by_batch={} if policy is None else policy.step_s_by_batch,
         )
 
 

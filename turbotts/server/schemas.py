@@ -161,6 +161,7 @@ class Readiness(BaseModel):
     admission: Literal["realtime", "off"]
     realtime_capacity_streams: int  # streams kept at or above real time plus margin
     is_capacity_measured: bool  # False until a decode step was timed (then one stream may start, as a probe)
+    step_ms_by_batch: dict[int, float]  # the measured mean step time per batch size it learned from
     running_sequences: int
     waiting_sequences: int
 

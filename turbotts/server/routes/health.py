@@ -30,6 +30,7 @@ async def readyz(request: Request, engine: EngineDep, settings: SettingsDep) -> 
         admission=settings.admission,
         realtime_capacity_streams=stats.realtime_capacity,
         is_capacity_measured=stats.is_capacity_measured,
+        step_ms_by_batch={batch: round(1000 * step_s, 3) for batch, step_s in stats.step_s_by_batch.items()},
         running_sequences=stats.num_running,
         waiting_sequences=stats.num_waiting,
     )
