@@ -142,8 +142,8 @@ def plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
                 runs = result["runs"][mode]
                 xs = [r["clients"] for r in runs]
                 ys = [r["ttfa_s"]["p99"] if key == "ttfa_p99" else r[key] for r in runs]
-                ax.plot(xs, [float("nan") if y is None else y for y in ys], marker="o", linestyle=style,
-                        label=f"{result['quant']} admission {mode} (capacity {result['capacity_streams']})")  # fmt: skip
+                name = f"{result['quant']} admission {mode} (capacity {result['capacity_streams']})"
+                ax.plot(xs, [float("nan") if y is None else y for y in ys], marker="o", linestyle=style, label=name)
         ax.set(xlabel="concurrent streaming clients", ylabel=label, title=label)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
@@ -164,8 +164,9 @@ def main() -> None:
     cpu = cpu_info()
     isa = sorted(f for f in cpu.flags if f.startswith(("avx512", "amx")) or f in ("avx2", "avx_vnni"))
     machine = {"cpu": cpu.model_name, "num_cpus": os.cpu_count(), "isa": isa}
-    report = {"machine": machine, "size": args.size, "frames_per_stream": FRAMES, "prebuffer_ms": PREBUFFER_MS, "slo_ttfa_s": SLO_TTFA_S,
-              "max_queue_wait_s": MAX_QUEUE_WAIT_S, "realtime_margin": 0.2, "results": results}  # fmt: skip
+    report = {"machine": machine, "size": args.size, "frames_per_stream": FRAMES, "prebuffer_ms": PREBUFFER_MS,
+              "slo_ttfa_s": SLO_TTFA_S, "max_queue_wait_s": MAX_QUEUE_WAIT_S, "realtime_margin": 0.2,
+              "results": results}  # fmt: skip
     (args.out / "admission.json").write_text(json.dumps(report, indent=2))
     plot(results, args.out / "admission.png", f"Real-time admission, {args.size}-size dummy weights, this CPU")
 
