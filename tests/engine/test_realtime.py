@@ -30,7 +30,8 @@ def policy(**kwargs: object) -> RealtimePolicy:
 def test_the_capacity_is_the_largest_batch_whose_steps_keep_real_time_plus_margin() -> None:
     rt = policy()
     for batch, step_s in ((1, 0.010), (2, 0.015), (4, 0.025)):
-        rt.observe_step(batch, step_s)
+        for _ in range(10):
+            rt.observe_step(batch, step_s)
     assert rt.config.min_steps_per_s == pytest.approx(56.25)
     assert rt.step_s(3) == pytest.approx(0.020)  # between two measured sizes: on the line
     assert rt.capacity == 2  # 1/0.015 = 66.7 steps/s >= 56.25; 1/0.020 = 50 < 56.25
@@ -52,6 +53,22 @@ def test_larger_batches_are_extrapolated_on_the_safe_side() -> None:
     noisy.observe_step(1, 0.010)
     noisy.observe_step(2, 0.009)  # noise: a larger batch measured faster
     assert noisy.step_s(6) == pytest.approx(0.010)  # the line never slopes down: the slower one holds
+
+
+def test_cold_first_steps_fade_at_once_and_a_stale_pessimistic_size_is_probed_again() -> None:
+    rt = policy(stale_after_steps=100)
+    rt.observe_step(1, 0.050)  # the first step of a cold process: slow
+    for _ in range(9):
+        rt.observe_step(1, 0.005)
+    assert rt.step_s(1) == pytest.approx(0.0095)  # a plain mean of the first ten, not 0.05 fading by 10 % a step
+    rt.observe_step(2, 0.040)  # once, while the machine was busy: batch 2 looks far from real time
+    for _ in range(50):
+        rt.observe_step(1, 0.005)
+    assert rt.capacity == 1  # still fresh: believed
+    for _ in range(60):
+        rt.observe_step(1, 0.005)
+    assert rt.capacity == 2  # 110 steps old: set aside, so one more stream is probed again
+    assert rt.step_s_by_batch == {1: pytest.approx(rt.step_s(1)), 2: 0.040}  # reports keep every mean
 
 
 def test_one_measured_size_allows_one_more_stream_as_a_probe() -> None:

@@ -18,6 +18,11 @@ linearly with the batch on CPU and GPU, so that line over-estimates: it errs on 
 safe side); with one measured size only, one more stream is allowed as a probe, and
 its first steps give the second point. With nothing measured yet one stream may start.
 
+A size's first samples are averaged plainly (weight ``max(alpha, 1/n)``), so the slow first
+steps of a cold process fade at once instead of over dozens of steps. A size not run for
+``stale_after_steps`` steps is set aside while fresher ones exist, so an old pessimistic
+sample above the capacity cannot hold it down for ever: the rules above then probe it again.
+
 ``capacity_override`` replaces the learned value (tests, and operators who measured
 it themselves).
 """
@@ -41,6 +46,7 @@ class RealtimeConfig:
         max_queue_wait_s: refuse a new stream whose estimated queue wait is longer; 0 = never refuse.
         capacity_override: a fixed capacity instead of the learned one.
         ewma_alpha: weight of the newest step in the mean step time.
+        stale_after_steps: steps after which a batch size's mean is set aside (fresher sizes exist).
     """
 
     frames_per_s: float
@@ -49,6 +55,7 @@ class RealtimeConfig:
     max_queue_wait_s: float = 30.0
     capacity_override: int | None = None
     ewma_alpha: float = 0.1
+    stale_after_steps: int = 1000
 
     def __post_init__(self) -> None:
         if self.frames_per_s <= 0 or self.max_batch_size < 1:
@@ -72,6 +79,9 @@ class RealtimePolicy:
     def __init__(self, config: RealtimeConfig) -> None:
         self.config = config
         self._step_s: dict[int, float] = {}  # batch size -> EWMA of step seconds
+        self._num_samples: dict[int, int] = {}
+        self._last_seen: dict[int, int] = {}  # batch size -> index of the step that last measured it
+        self._num_steps = 0
         self._stream_steps: float | None = None  # EWMA of steps a finished stream ran
 
     # -- measurements -----------------------------------------------------------------
@@ -80,9 +90,13 @@ class RealtimePolicy:
         """One pure decode step of ``batch_size`` sequences took ``duration_s``."""
         if batch_size < 1 or duration_s <= 0:
             return
-        old = self._step_s.get(batch_size)
-        alpha = self.config.ewma_alpha
-        self._step_s[batch_size] = duration_s if old is None else old + alpha * (duration_s - old)
+        self._num_steps += 1
+        num = self._num_samples.get(batch_size, 0) + 1
+        self._num_samples[batch_size] = num
+        self._last_seen[batch_size] = self._num_steps
+        old = self._step_s.get(batch_size, 0.0)
+        alpha = max(self.config.ewma_alpha, 1.0 / num)
+        self._step_s[batch_size] = old + alpha * (duration_s - old)
 
     def observe_finished_stream(self, num_steps: int) -> None:
         """A stream ended after ``num_steps`` decode steps (its length, for queue-wait estimates)."""
@@ -102,21 +116,28 @@ class RealtimePolicy:
 
     def step_s(self, batch_size: int) -> float | None:
         """Estimated seconds of one step at ``batch_size``; None when nothing supports a guess."""
-        if batch_size in self._step_s:
-            return self._step_s[batch_size]
-        sizes = sorted(self._step_s)
+        means = self._fresh_means()
+        if batch_size in means:
+            return means[batch_size]
+        sizes = sorted(means)
         below = [b for b in sizes if b < batch_size]
         above = [b for b in sizes if b > batch_size]
         if below and above:
-            return _line(below[-1], self._step_s[below[-1]], above[0], self._step_s[above[0]], batch_size)
+            return _line(below[-1], means[below[-1]], above[0], means[above[0]], batch_size)
         if above:  # smaller than anything measured: a smaller batch is not slower
-            return self._step_s[above[0]]
+            return means[above[0]]
         if len(below) >= 2:
             b0, b1 = below[-2], below[-1]
-            return max(self._step_s[b1], _line(b0, self._step_s[b0], b1, self._step_s[b1], batch_size))
+            return max(means[b1], _line(b0, means[b0], b1, means[b1], batch_size))
         if below and batch_size == below[-1] + 1:  # one size measured: probe one more stream
-            return self._step_s[below[-1]]
+            return means[below[-1]]
         return None
+
+    def _fresh_means(self) -> dict[int, float]:
+        """The means of sizes measured in the last ``stale_after_steps`` steps (all of them if none is)."""
+        horizon = self._num_steps - self.config.stale_after_steps
+        fresh = {b: s for b, s in self._step_s.items() if self._last_seen[b] > horizon}
+        return fresh or self._step_s
 
     def is_realtime_at(self, batch_size: int) -> bool:
         step_s = self.step_s(batch_size)
