@@ -71,18 +71,19 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def _speak(url: str, text: str) -> None:
-    body = {"input": text, "response_format": "pcm", "max_new_tokens": FRAMES // 2}
+def _speak(url: str, text: str, response_format: str = "pcm") -> None:
+    body = {"input": text, "response_format": response_format, "max_new_tokens": FRAMES // 2}
     httpx.post(f"{url}/v1/audio/speech", json=body, timeout=600).raise_for_status()
 
 
 def _calibrate(url: str) -> dict[str, Any]:
-    """One short stream alone, then two together; the capacity the engine learned from them."""
+    """One short stream alone, then two flac requests together (batch work: admitted past a capacity of 0
+    or 1, so batch 2 gets timed too); the capacity the engine learned from their steps."""
     _speak(url, TEXTS[0])
     import concurrent.futures
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        list(pool.map(lambda t: _speak(url, t), TEXTS[1:3]))
+        list(pool.map(lambda t: _speak(url, t, "flac"), TEXTS[1:3]))
     details: dict[str, Any] = httpx.get(f"{url}/readyz", timeout=30).json()["details"]
     return details
 
