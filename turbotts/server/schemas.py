@@ -201,9 +201,26 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
+class Readiness(BaseModel):
+    """What ``/readyz`` adds when ready: the engine's real-time admission state."""
+
+    admission: Literal["realtime", "off"]
+    realtime_capacity_streams: int  # streams kept at or above real time plus margin
+    is_capacity_measured: bool  # False until a decode step was timed (then one stream may start, as a probe)
+    step_ms_by_batch: dict[int, float]  # the measured mean step time per batch size it learned from
+    running_sequences: int
+    waiting_sequences: int
+
+
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     detail: str | None = None
+
+
+class Ready(Health):
+    """``/readyz``: the health, and when ready the engine's admission state."""
+
+    details: Readiness | None = None
 
 
 class Reloaded(BaseModel):
