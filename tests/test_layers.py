@@ -32,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "sources": BASE | {"model", "guard"},
     "seal_commands": BASE | {"model", "guard"},
     "api": BASE | {"model", "engine", "text", "sources"},
-    "server": BASE | {"text", "model", "engine", "cache", "guard", "sources", "api"},
+    "server": BASE | {"text", "model", "engine", "cache", "guard", "sources", "api", "quality"},
     "cli_options": BASE | {"sources"},
     "bench": BASE | {"text", "model", "engine", "sources", "api", "cli_options"},
     "quality": BASE | {"text", "model", "engine", "sources", "api", "cli_options", "bench"},

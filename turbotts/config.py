@@ -221,6 +221,8 @@ class StreamingConfig:
 #: attention over the whole slot; graphs: static, captured as CUDA graphs (GPU);
 #: auto: graphs on CUDA, eager elsewhere.
 DECODE_MODES = ("auto", "eager", "static", "graphs")
+#: realtime: a stream starts only while every running stream keeps real time (engine/realtime.py); off: FCFS.
+ADMISSION_MODES = ("realtime", "off")
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,12 @@ class EngineConfig:
         kv_budget_bytes: memory the KV cache may take; it decides the slot count.
         max_seq_len: tokens (prompt + generated) one sequence may hold.
         max_prefill_tokens: prompt tokens prefilled in one step (bounds a step's latency).
+        admission: ``realtime`` starts a stream only while every running stream stays at or
+            above real time by ``realtime_margin`` (capacity learned from measured step times);
+            ``off`` admits first come, first served up to ``max_batch_size``.
+        realtime_margin: headroom over real time (0.2: 20 % more steps per second than playback needs).
+        max_queue_wait_s: a stream whose estimated queue wait is longer is refused (503); 0 = never.
+        realtime_capacity_override: a fixed real-time capacity in streams instead of the learned one.
     """
 
     max_batch_size: int = 16
@@ -243,8 +251,18 @@ class EngineConfig:
     streaming: StreamingConfig = StreamingConfig()
     decode_mode: str = "auto"  # auto | eager | static | graphs (see DECODE_MODES)
     vocoder_dtype: str = "fp32"  # fp32 | bf16 | auto: precision of the Decoder/DVAE + Vocos matmuls
+    admission: str = "realtime"  # realtime | off (see ADMISSION_MODES)
+    realtime_margin: float = 0.2
+    max_queue_wait_s: float = 30.0
+    realtime_capacity_override: int | None = None
 
     def __post_init__(self) -> None:
+        if self.admission not in ADMISSION_MODES:
+            raise ValueError(f"admission must be realtime or off, not {self.admission!r}")
+        if self.realtime_margin < 0 or self.max_queue_wait_s < 0:
+            raise ValueError("realtime_margin and max_queue_wait_s cannot be negative")
+        if self.realtime_capacity_override is not None and self.realtime_capacity_override < 0:
+            raise ValueError("realtime_capacity_override cannot be negative")
         if self.vocoder_dtype not in ("fp32", "bf16", "auto"):
             raise ValueError(f"vocoder_dtype must be fp32, bf16 or auto, not {self.vocoder_dtype!r}")
         if self.decode_mode not in DECODE_MODES:

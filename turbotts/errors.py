@@ -23,6 +23,7 @@ message says what happened and what to do::
     ├── AuthenticationError        no or a wrong bearer key                                         401
     ├── RateLimitedError           this client or key is over its rate limit                        429
     ├── OverloadedError            admission control refuses new work for now                       503
+    │   └── StreamCapacityError    no real-time stream slot within max_queue_wait_s                 503
     └── EngineError                the engine cannot take or finish work                            500
         ├── QueueFullError         the waiting queue is full: retry later                           503
         └── RequestCancelledError  the request was cancelled before it finished
@@ -143,6 +144,16 @@ class OverloadedError(TurboTTSError):
         super().__init__(message)
         self.reason = reason
         self.retry_after_s = retry_after_s
+
+
+class StreamCapacityError(OverloadedError):
+    """The engine would keep a new stream queued longer than ``max_queue_wait_s`` (real-time admission).
+
+    ``retry_after_s`` is the estimated time until the queue wait is back under the limit.
+    """
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message, "realtime", retry_after_s)
 
 
 class EngineError(TurboTTSError):

@@ -139,3 +139,26 @@ def test_captioned_errors_are_json_4xx(client: httpx.Client) -> None:
     assert response.status_code == 400 and "nothing to say" in response.json()["error"]["message"]
     response = client.post(CAPTIONED, json={**body("hi"), "stream": "sometimes"})
     assert response.status_code == 422 and response.json()["error"]["param"] == "stream"
+
+
+@pytest.mark.parametrize("fmt", ["mp3", "opus", "flac"])
+def test_encoded_formats_have_the_same_timeline_and_events_after_their_audio(client: httpx.Client, fmt: str) -> None:
+    """Times count the PCM timeline whatever the encoding; each event follows bytes sent after its last sample."""
+    reference = [e for e in sse_events(client, body(THREE_SENTENCES)) if e["type"] == SEGMENT]
+    events = sse_events(client, body(THREE_SENTENCES, response_format=fmt))
+    assert [e for e in events if e["type"] == SEGMENT] == reference
+    assert events[0]["type"] == "speech.audio.delta"  # never a caption before any audio
+    if fmt == "flac":  # sent whole: the one delta, then every caption
+        assert [e["type"] for e in events] == ["speech.audio.delta"] + [SEGMENT] * 3 + ["speech.audio.done"]
+
+
+def test_the_openapi_schema_describes_the_captioned_endpoint(client: httpx.Client) -> None:
+    schema = client.get("/openapi.json").json()
+    operation = schema["paths"]["/v1/audio/speech/captioned"]["post"]
+    ok = operation["responses"]["200"]["content"]
+    assert ok["application/json"]["schema"]["$ref"].endswith("/CaptionedSpeech") and "application/x-ndjson" in ok
+    components = schema["components"]["schemas"]
+    assert set(components["CaptionSegment"]["properties"]) == {"index", "text", "start", "end"}
+    assert "stream" in components["CaptionedSpeechRequest"]["properties"]
+    input_format = components["SpeechRequest"]["properties"]["input_format"]
+    assert {"enum": ["text", "ssml"], "type": "string"} in input_format["anyOf"]

@@ -34,7 +34,7 @@ def test_prosody_rates(rate: str, expected: float) -> None:
 def test_nested_rates_multiply_and_are_bounded() -> None:
     plan = plan_ssml('<speak><prosody rate="x-fast"><prosody rate="150%">fast.</prosody></prosody></speak>')
     assert plan == [Utterance("fast.", 3.0)]
-    with pytest.raises(SSMLError, match=r"outside 0.25..4.0") as caught:
+    with pytest.raises(SSMLError, match=r"outside 0\.25\.\.4\.0") as caught:
         plan_ssml('<speak><prosody rate="x-fast"><prosody rate="300%">too fast</prosody></prosody></speak>')
     assert (caught.value.element, caught.value.line, caught.value.column) == ("prosody", 1, 31)
 

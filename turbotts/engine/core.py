@@ -14,6 +14,7 @@ from turbotts.config import EngineConfig
 from turbotts.engine.batch import RunnerOutput
 from turbotts.engine.kv import KVLayout, plan_kv_layout
 from turbotts.engine.model_runner import ModelRunner
+from turbotts.engine.realtime import RealtimeConfig, RealtimePolicy
 from turbotts.engine.request import FINISH_REASONS, EngineRequest, RequestOutput
 from turbotts.engine.scheduler import Scheduler, SchedulerConfig, SequenceUpdate
 from turbotts.engine.sequence import Sequence, SequenceKind
@@ -47,6 +48,19 @@ class StepStats:
     duration_s: float
 
 
+def realtime_policy(config: EngineConfig, frames_per_s: float) -> RealtimePolicy:
+    """The real-time policy of ``config``: it learns the capacity always, the scheduler enforces it unless off."""
+    return RealtimePolicy(
+        RealtimeConfig(
+            frames_per_s=frames_per_s,
+            margin=config.realtime_margin,
+            max_batch_size=config.max_batch_size,
+            max_queue_wait_s=config.max_queue_wait_s,
+            capacity_override=config.realtime_capacity_override,
+        )
+    )
+
+
 class EngineCore:
     """Owns the scheduler and the runners; callers add requests and call ``step()``."""
 
@@ -75,7 +89,9 @@ class EngineCore:
                 max_prefill_tokens=config.max_prefill_tokens,
                 audio_eos_id=model.config.gpt.audio_eos_id,
                 text_eos_id=model.tokenizer.eos_id,
-            )
+                is_realtime_admission=config.admission == "realtime",
+            ),
+            realtime_policy(config, model.sample_rate_hz / model.config.samples_per_code_frame),
         )
         self.runner = ModelRunner(
             model,
@@ -113,14 +129,25 @@ class EngineCore:
         return self.frontend.prepare(text, normalize_text=normalize_text)
 
     def add_request(
-        self, request_id: str, text: str, params: SynthesisParams, *, stream: bool = False, keep_hidden: bool = False
+        self,
+        request_id: str,
+        text: str,
+        params: SynthesisParams,
+        *,
+        stream: bool = False,
+        keep_hidden: bool = False,
+        is_realtime: bool | None = None,
     ) -> EngineRequest:
         """Queue a synthesis.
+
+        ``stream`` emits audio in chunks as frames are made; ``is_realtime`` (default: the
+        same as ``stream``) puts it under real-time admission: a listener plays it as it comes.
 
         Raises:
             InvalidInputError: empty text after the front end, a bad voice string, a
                 duplicate request id, or a prompt that does not fit one sequence.
             QueueFullError: the waiting queue is full.
+            StreamCapacityError: a real-time stream would wait longer than ``max_queue_wait_s``.
         """
         if request_id in self._requests:
             raise InvalidInputError(f"request id {request_id!r} is already running")
@@ -144,7 +171,9 @@ class EngineCore:
             audio=AudioStream(request_id, self.config.streaming, use_decoder=params.use_decoder, is_streaming=stream),
             sequence=self._first_sequence(prepared, params, seed, voice, prompt_codes),
             keep_hidden=keep_hidden,
+            is_realtime=stream if is_realtime is None else is_realtime,
         )
+        request.sequence.is_realtime = request.is_realtime
         self.scheduler.add(request.sequence)
         self._requests[request_id] = request
         self._by_seq[request.sequence.seq_id] = request
@@ -211,6 +240,7 @@ class EngineCore:
         self._record(updates, result)
         outputs = self._stream()
         self.last_step = StepStats(len(work.prefill), len(work.decode), time.perf_counter() - start)
+        self.scheduler.observe_step(self.last_step.num_prefill, self.last_step.num_decode, self.last_step.duration_s)
         return outputs
 
     def _record(self, updates: list[SequenceUpdate], result: RunnerOutput) -> None:
@@ -235,6 +265,7 @@ class EngineCore:
         request.sequence = self._code_sequence(
             refined, request.params, request.seed, request.voice, request.prompt_codes
         )
+        request.sequence.is_realtime = request.is_realtime
         self._by_seq[request.sequence.seq_id] = request
         self.scheduler.add_priority(request.sequence)
 

@@ -90,12 +90,24 @@ class ModelRunner:
             else None
         )
         self._voices: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._random_voices: OrderedDict[int, str] = OrderedDict()
 
     # -- voices -------------------------------------------------------------------
 
     def random_voice(self, seed: int) -> str:
-        """The official string of the voice ``seed`` draws from the speaker statistics."""
-        return encode_voice(sample_random_voice(self.model.speaker_stats, seed))
+        """The official string of the voice ``seed`` draws from the speaker statistics, cached by seed.
+
+        Cached because encoding is LZMA at its slowest preset (about 0.25 s on a loaded CPU),
+        paid on the engine thread by every request naming a built-in voice (``alloy`` is a seed).
+        """
+        if seed in self._random_voices:
+            self._random_voices.move_to_end(seed)
+            return self._random_voices[seed]
+        voice = encode_voice(sample_random_voice(self.model.speaker_stats, seed))
+        self._random_voices[seed] = voice
+        if len(self._random_voices) > VOICE_CACHE_SIZE:
+            self._random_voices.popitem(last=False)
+        return voice
 
     def voice_vector(self, voice: str) -> torch.Tensor:
         """Decoded (H,) float16 voice, cached by string."""

@@ -33,6 +33,7 @@ class EngineRequest:
     audio: AudioStream
     sequence: Sequence
     keep_hidden: bool = False
+    is_realtime: bool = False  # under real-time admission (a stream someone listens to as it comes)
     arrival_s: float = field(default_factory=time.perf_counter)
     first_audio_s: float | None = None
     refined_text: str | None = None

@@ -47,6 +47,7 @@ class Sequence:
             of num_vq ids per position; they take KV space like text tokens.
         seed: sampler seed (the engine draws one when the caller gave none).
         output_ids: generated ids; for CODE one list of num_vq ids per step.
+        is_realtime: part of a stream a listener plays as it arrives (real-time admission applies).
     """
 
     seq_id: int
@@ -61,6 +62,7 @@ class Sequence:
     output_ids: list[list[int]] = field(default_factory=list)
     max_new_tokens: int = 0  # set on admission: min(sampling.max_new_tokens, room left in the slot)
     is_abort_requested: bool = False
+    is_realtime: bool = False
 
     @property
     def num_prompt_tokens(self) -> int:

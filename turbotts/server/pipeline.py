@@ -74,17 +74,23 @@ class EngineSource:
     """Every segment straight from the engine, streamed chunk by chunk."""
 
     def __init__(
-        self, engine: AsyncEngine, params: SynthesisParams, on_request: Callable[[], None] | None = None
+        self,
+        engine: AsyncEngine,
+        params: SynthesisParams,
+        on_request: Callable[[], None] | None = None,
+        *,
+        is_realtime: bool = True,
     ) -> None:
         self.engine = engine
         self.params = params
         self._on_request = on_request  # counts engine requests (a metric)
+        self.is_realtime = is_realtime  # False: the client gets the audio whole (flac), so it is batch work
 
     async def run(self, text: str, request_id: str, emit: Emit) -> int:
         if self._on_request is not None:
             self._on_request()
         num_frames = 0
-        outputs = self.engine.generate(text, self.params, request_id=request_id)
+        outputs = self.engine.generate(text, self.params, request_id=request_id, is_realtime=self.is_realtime)
         try:
             async for output in outputs:
                 if output.audio.size:

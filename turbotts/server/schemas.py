@@ -143,7 +143,7 @@ class VoiceCreate(Utf8Model):
     def _exactly_one(self) -> VoiceCreate:
         given = [f for f in ("seed", "voice", "spk_smp", "mix") if getattr(self, f) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of seed, voice, spk_smp (with transcript) and mix")
+            raise ValueError("give exactly one of seed and voice, or spk_smp (with transcript), or mix")
         if (self.spk_smp is None) != (self.transcript is None):
             raise ValueError("spk_smp and transcript go together: the transcript is what the clip says")
         return self
@@ -201,9 +201,26 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
+class Readiness(BaseModel):
+    """What ``/readyz`` adds when ready: the engine's real-time admission state."""
+
+    admission: Literal["realtime", "off"]
+    realtime_capacity_streams: int  # streams kept at or above real time plus margin
+    is_capacity_measured: bool  # False until a decode step was timed (then one stream may start, as a probe)
+    step_ms_by_batch: dict[int, float]  # the measured mean step time per batch size it learned from
+    running_sequences: int
+    waiting_sequences: int
+
+
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     detail: str | None = None
+
+
+class Ready(Health):
+    """``/readyz``: the health, and when ready the engine's admission state."""
+
+    details: Readiness | None = None
 
 
 class Reloaded(BaseModel):

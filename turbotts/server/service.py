@@ -28,6 +28,7 @@ from turbotts.guard.watermark import Payload, WatermarkStream
 from turbotts.params import SynthesisParams, user_sampling
 from turbotts.server.assembler import check_rate
 from turbotts.server.audio_effects import speed_plan
+from turbotts.server.audio_encoding import BUFFERED_FORMATS
 from turbotts.server.guards import Guards
 from turbotts.server.metrics import Metrics
 from turbotts.server.pipeline import EngineSource, SegmentPipeline, SegmentSource, sentences_of
@@ -105,7 +106,7 @@ class SpeechService:
         self.admit()  # a degraded server still takes streams: the fallback clip cannot answer arbitrary text
         plan = self.plan(options)
         segments = self._checked(sentences_of(pieces, self.settings.max_segment_chars))
-        source: SegmentSource = self._engine_source(plan.params)
+        source: SegmentSource = self._engine_source(plan)
         if plan.is_deterministic:  # segments are not known yet: nothing to look up, but fill the cache
             source = self.guards.audio_cache.source(source, plan.params, frozenset())
         return self._job(plan, source, segments, request_id, watermark_key=request_id)
@@ -215,15 +216,18 @@ class SpeechService:
         bit_rate_kbps = self.settings.bit_rate_kbps(fmt)
         return SpeechPlan(params, fmt, rate, tuple(warnings), options.seed is not None, bit_rate_kbps)
 
-    def _engine_source(self, params: SynthesisParams) -> EngineSource:
-        return EngineSource(self.engine, params, on_request=self.metrics.engine_requests.inc)
+    def _engine_source(self, plan: SpeechPlan) -> EngineSource:
+        """Streamed formats are real-time work (a listener plays them as they come); buffered ones are batch."""
+        is_realtime = plan.response_format not in BUFFERED_FORMATS
+        return EngineSource(self.engine, plan.params, on_request=self.metrics.engine_requests.inc,
+                            is_realtime=is_realtime)  # fmt: skip
 
     async def _source(self, plan: SpeechPlan, segments: list[str]) -> tuple[CacheLevel | None, SegmentSource]:
         """The segment source, built once: the engine, behind the audio cache when the request has a seed.
 
         Returns the ``X-Cache`` level too (each segment looked up and counted once), None when not cacheable.
         """
-        source: SegmentSource = self._engine_source(plan.params)
+        source: SegmentSource = self._engine_source(plan)
         if not plan.is_deterministic:
             return None, source
         audio_cache = self.guards.audio_cache

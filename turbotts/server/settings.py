@@ -65,6 +65,14 @@ class ServerSettings(BaseSettings):
     kv_budget_bytes: int = Field(default=4 * 2**30, ge=1)
     max_seq_len: int = Field(default=2048, ge=16)
 
+    # real-time admission of streams (README "Real-time admission")
+    admission: Literal["realtime", "off"] = Field(
+        default="realtime", description="realtime: start a stream only while every stream keeps real time."
+    )
+    realtime_margin: float = Field(default=0.2, ge=0.0, description="Headroom over real time (0.2 = 20 %).")
+    max_queue_wait_s: float = Field(default=30.0, ge=0.0, description="Refuse a longer-waiting stream; 0 = never.")
+    realtime_capacity_override: int | None = Field(default=None, ge=0, description="Fixed capacity, in streams.")
+
     # request limits and defaults
     max_input_chars: int = Field(default=4096, ge=1, description="Longer inputs get 413.")
     max_new_tokens: int = Field(default=2048, ge=1, le=4096, description="Code frames per segment (cap and default).")
@@ -115,6 +123,11 @@ class ServerSettings(BaseSettings):
     ttfa_min_requests: int = Field(default=20, ge=1)
     degrade_mode: Literal["off", "shed", "fallback"] = "off"
     fallback_clip: Path | None = Field(default=None, description="Audio file answered in degrade_mode=fallback.")
+
+    # live quality monitor (README "Operating it"): off unless a baseline is given
+    quality_baseline: Path | None = Field(default=None, description="`turbotts quality check` baseline to re-measure.")
+    quality_interval_s: float = Field(default=300.0, gt=0.0, description="Pause between quality rounds.")
+    quality_threshold_db: float = Field(default=0.2, ge=0.0, description="Mean MCD above which the monitor warns.")
 
     @field_validator("watermark_key")
     @classmethod
@@ -173,6 +186,10 @@ class ServerSettings(BaseSettings):
             kv_budget_bytes=self.kv_budget_bytes,
             max_seq_len=self.max_seq_len,
             vocoder_dtype=self.vocoder_dtype,
+            admission=self.admission,
+            realtime_margin=self.realtime_margin,
+            max_queue_wait_s=self.max_queue_wait_s,
+            realtime_capacity_override=self.realtime_capacity_override,
         )
 
     def reference_limits(self) -> ReferenceLimits:

@@ -113,30 +113,33 @@ class SpeechJob:
     async def captioned(self) -> AsyncIterator[tuple[bytes, list[Caption]]]:
         """Encoded bytes, each with the captions whose audio is complete once those bytes are sent.
 
-        A caption comes with the bytes that hold its last sample (for a format that
-        buffers, such as mp3, at most one encoder frame later in the byte stream);
-        the pairs may hold no bytes (a caption alone) or no captions.
+        A caption waits for the next bytes the encoder gives after its last sample
+        was encoded: for ``pcm`` and ``wav`` the very chunk that holds that sample, for
+        an encoder that buffers (mp3, aac, opus) at most one frame later, for ``flac``
+        the whole file at the end. Bytes may come with no captions.
         """
         plan = self.plan
         timeline = self.pipeline.timeline
         encoder = StreamEncoder(plan.response_format, self.pipeline.sample_rate_hz, bit_rate_kbps=plan.bit_rate_kbps)
         self.metrics.in_flight.inc()
+        pending: list[Caption] = []
         is_first = True
         try:
             async for pcm in self.pipeline.audio(self.segments):
                 data = encoder.encode(pcm if self.watermark is None else self.watermark.push(pcm))
-                captions = timeline.release(self.pipeline.tally.num_samples)
-                if data and is_first:
-                    is_first = False
-                    self._observe_first_audio()
-                if data or captions:
-                    yield data, captions
+                pending += timeline.release(self.pipeline.tally.num_samples)
+                if data:
+                    if is_first:
+                        is_first = False
+                        self._observe_first_audio()
+                    yield data, pending
+                    pending = []
             tail = encoder.finish()
             if tail and is_first:  # a buffered format (flac): its first byte is its last
                 self._observe_first_audio()
-            captions = timeline.release(self.pipeline.tally.num_samples)
-            if tail or captions:
-                yield tail, captions
+            pending += timeline.release(self.pipeline.tally.num_samples)
+            if tail or pending:
+                yield tail, pending
             self._observe_done()
         finally:
             encoder.close()
