@@ -175,6 +175,24 @@ def test_rate_limited_request_shows_429_and_when_to_retry(browser: Any, tmp_path
     assert re.match(r"429 rate_limit_exceeded: .+ \(retry in \d+ s\)$", last["error"]), last["error"]
 
 
+def test_a_server_with_api_keys_says_401_until_the_key_is_given(browser: Any, tmp_path: Path) -> None:
+    with running_server(tmp_path, api_keys="sk-playground") as (url, _):
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{url}/")
+        page.wait_for_selector("#error:not([hidden])", timeout=WAIT_MS)
+        assert page.text_content("#error").startswith("401 invalid_api_key: ")
+        page.fill("#api-key", "sk-playground")
+        page.dispatch_event("#api-key", "change")
+        page.wait_for_function("window.turbottsPlayground.voicesLoaded", timeout=WAIT_MS)
+        assert page.is_hidden("#error")
+        last = _play(page)
+        stored = page.evaluate("localStorage.getItem('turbotts.apiKey')")
+        context.close()
+    assert last["error"] is None and last["peakLevel"] > 0.001
+    assert stored == "sk-playground"
+
+
 def test_builtin_and_saved_voices_are_listed_and_usable(page: Any, server_url: str) -> None:
     created = httpx.post(f"{server_url}/v1/voices", json={"name": "narrator", "seed": 42}, timeout=30)
     assert created.status_code == 201

@@ -240,6 +240,7 @@ async function loadVoices(selected) {
     return group;
   }));
   if (voices.some((v) => v.name === keep)) select.value = keep;
+  if (!page.voicesLoaded) $("error").hidden = true; // a 401 before the key was given is answered now
   page.voicesLoaded = true;
 }
 
