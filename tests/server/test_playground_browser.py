@@ -175,6 +175,20 @@ def test_rate_limited_request_shows_429_and_when_to_retry(browser: Any, tmp_path
     assert re.match(r"429 rate_limit_exceeded: .+ \(retry in \d+ s\)$", last["error"]), last["error"]
 
 
+def test_an_overloaded_server_shows_503_and_when_to_retry(browser: Any, tmp_path: Path) -> None:
+    # any resident memory is over a 1-byte limit: admission refuses every stream
+    with running_server(tmp_path, admission_max_rss_bytes=1, admission_window_s=0.0) as (url, _):
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{url}/")
+        page.wait_for_function("window.turbottsPlayground.voicesLoaded")
+        last = _play(page)
+        context.close()
+    assert last["errorStatus"] == 503
+    assert re.match(r"503 overloaded: .+ \(retry in \d+ s\)$", last["error"]), last["error"]
+    assert last["receivedS"] == 0
+
+
 def test_a_server_with_api_keys_says_401_until_the_key_is_given(browser: Any, tmp_path: Path) -> None:
     with running_server(tmp_path, api_keys="sk-playground") as (url, _):
         context = browser.new_context()
