@@ -30,7 +30,7 @@ from turbotts.server.guards import Guards, build_guards, watch_pressure
 from turbotts.server.metrics import Metrics
 from turbotts.server.middleware import RequestContextMiddleware
 from turbotts.server.quality_monitor import QualityMonitor
-from turbotts.server.routes import admin, health, speech, voices, ws
+from turbotts.server.routes import admin, health, playground, speech, voices, ws
 from turbotts.server.service import SpeechService
 from turbotts.server.settings import ServerSettings
 from turbotts.server.speech_job import ClipSource
@@ -175,9 +175,11 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     app.state.startup_error = None
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware)
-    routers = [module.router for module in (speech, voices, ws, health, admin)]
+    routers = [module.router for module in (speech, voices, ws, health, admin, playground)]
     for router in routers:
         app.include_router(router)
+    static_paths = playground.mount_static(app)
     paths = [getattr(route, "path", "") for routes in [app.routes, *(r.routes for r in routers)] for route in routes]
+    paths += static_paths
     app.state.path_segments = route_segments(paths)  # access lines keep these words of a path, hash the rest
     return app
