@@ -19,6 +19,7 @@ message says what happened and what to do::
     ├── AuthenticationError        no or a wrong bearer key                                         401
     ├── RateLimitedError           this client or key is over its rate limit                        429
     ├── OverloadedError            admission control refuses new work for now                       503
+    ├── ServiceUnavailableError    a shared store or a replica did not answer: retry                503
     └── EngineError                the engine cannot take or finish work                            500
         ├── QueueFullError         the waiting queue is full: retry later                           503
         └── RequestCancelledError  the request was cancelled before it finished
@@ -105,6 +106,12 @@ class OverloadedError(TurboTTSError):
         super().__init__(message)
         self.reason = reason
         self.retry_after_s = retry_after_s
+
+
+class ServiceUnavailableError(TurboTTSError):
+    """Something the request needs beyond this process (the shared voice store, a replica) did not answer."""
+
+    retry_after_s = 1.0
 
 
 class EngineError(TurboTTSError):

@@ -27,6 +27,7 @@ from turbotts.server.errors import install_error_handlers
 from turbotts.server.guards import Guards, build_guards, watch_pressure
 from turbotts.server.metrics import Metrics
 from turbotts.server.middleware import RequestContextMiddleware
+from turbotts.server.redis_voices import RedisVoiceStore
 from turbotts.server.routes import admin, health, speech, voices, ws
 from turbotts.server.service import SpeechService
 from turbotts.server.settings import ServerSettings
@@ -62,6 +63,13 @@ def _reload_on_sighup(guards: Guards) -> bool:
     return True
 
 
+def _voice_store(settings: ServerSettings) -> VoiceStore | RedisVoiceStore:
+    """Redis when replicas share the voices (``voice_store``), else this process's SQLite file."""
+    if settings.uses_redis_voices() and settings.redis_url is not None:
+        return RedisVoiceStore(settings.redis_url.get_secret_value())
+    return VoiceStore(settings.voices_db)
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: ServerSettings = app.state.settings
@@ -86,7 +94,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.startup_error = exc
         raise
     engine = AsyncEngine(EngineCore(model, settings.engine_config()))
-    voices = VoiceService(VoiceStore(settings.voices_db), model.config.gpt.hidden_size)
+    voices = VoiceService(_voice_store(settings), model.config.gpt.hidden_size)
     app.state.engine = engine
     app.state.api_keys = api_keys
     app.state.guards = guards

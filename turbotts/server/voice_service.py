@@ -1,6 +1,7 @@
 """Voices as the API sees them: resolve a request's voice, and list, save or delete named voices.
 
-No FastAPI here; the store itself (SQLite) is :mod:`turbotts.server.voices`.
+No FastAPI here; the store itself is :mod:`turbotts.server.voices` (SQLite) or
+:mod:`turbotts.server.redis_voices` (shared by replicas).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import re
 
 from turbotts.model.speaker import decode_voice
+from turbotts.server.redis_voices import RedisVoiceStore
 from turbotts.server.schemas import VOICE_NAME_PATTERN, VoiceCreate, VoiceRef
 from turbotts.server.voices import Voice, VoiceStore
 
@@ -17,7 +19,7 @@ _VOICE_NAME_RE = re.compile(VOICE_NAME_PATTERN)
 class VoiceService:
     """Named voices and voice strings, checked against one checkpoint's speaker width."""
 
-    def __init__(self, store: VoiceStore, hidden_size: int) -> None:
+    def __init__(self, store: VoiceStore | RedisVoiceStore, hidden_size: int) -> None:
         self.store = store
         self._hidden_size = hidden_size
 
