@@ -64,6 +64,15 @@ def build_application(settings: ServerSettings) -> Any:
     return ingress.bind(replicas, settings.max_segment_chars)
 
 
+def app(args: dict[str, Any]) -> Any:
+    """The application builder of a Serve config file (``import_path: turbotts.scaleout.launch:app``).
+
+    ``args`` are settings by field name (the ``TURBOTTS_*`` environment fills the rest), as KubeRay's
+    ``serveConfigV2`` gives them; the deployments' counts there override the settings' ones.
+    """
+    return build_application(ServerSettings(**{"backend": "ray", **args}))
+
+
 def connect(settings: ServerSettings, **init_kwargs: Any) -> None:
     """Attach to ``ray_address`` (auto, ray://...) or start a local cluster that can import this turbotts."""
     if ray.is_initialized():

@@ -63,15 +63,15 @@ class RedisVoiceStore:
             )
         return _decode(value)
 
-    def add(self, name: str, **fields: Any) -> Voice:
-        """Save a voice (the caller validated its fields). Raises: VoiceExistsError."""
+    def add(self, name: str, *, seed: int | None = None, voice: str | None = None, **fields: Any) -> Voice:
+        """Save a voice (the caller validated it; ``fields``: any the dataclass adds). Raises: VoiceExistsError."""
         if name in BUILTIN_VOICE_SEEDS:
             raise VoiceExistsError(f"{name!r} is a built-in voice name; pick another name")
-        voice = Voice(name=name, is_builtin=False, created_at=time.time(), **fields)
-        payload = json.dumps(dataclasses.asdict(voice))
+        record = Voice(name=name, seed=seed, voice=voice, is_builtin=False, created_at=time.time(), **fields)
+        payload = json.dumps(dataclasses.asdict(record))
         if not self._call("a save", lambda: self._client.hsetnx(self._key, name, payload)):
             raise VoiceExistsError(f"voice {name!r} already exists; delete it first or pick another name")
-        return voice
+        return record
 
     def delete(self, name: str) -> None:
         """Raises: VoiceNotFoundError (built-in voices cannot be deleted either)."""
