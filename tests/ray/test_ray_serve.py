@@ -124,7 +124,9 @@ def test_distinct_seeded_requests_spread_over_both_replicas(http: httpx.Client) 
 
 def test_affinity_yields_to_the_idle_replica_when_its_replica_is_saturated(ray_url: str, http: httpx.Client) -> None:
     """Same first segment (same key), long distinct tails: the preferred replica fills, then the other takes over."""
-    preferred = _speech(http, "Saturate this replica.", seed=21).headers["x-replica"]
+    probe = {"input": f"Saturate this replica. {LONG_TEXT} Probe.", "seed": 21, "response_format": "pcm"}
+    with http.stream("POST", SPEECH, json=probe) as response:  # closed at once: only its replica matters
+        preferred = response.headers["x-replica"]
 
     async def one(client: httpx.AsyncClient, index: int) -> str:
         body = {"input": f"Saturate this replica. {LONG_TEXT} Tail {index}.", "seed": 21, "response_format": "pcm"}
@@ -227,3 +229,34 @@ def _settle(http: httpx.Client) -> str:
             return text
         time.sleep(0.2)
     return first
+
+
+def test_deleting_the_application_drains_in_flight_streams(ray_url: str) -> None:
+    """Last: a redeploy or shutdown lets streams that already started finish (Ray waits for them)."""
+    from ray import serve
+
+    from turbotts.scaleout.launch import APP_NAME
+
+    text = " ".join(f"Draining sentence {i}." for i in range(8))
+    last_lines: list[str] = []
+
+    async def one(client: httpx.AsyncClient, started: asyncio.Event) -> None:
+        async with client.stream("POST", SPEECH, json={"input": text, "stream_format": "sse"}) as response:
+            last = ""
+            async for line in response.aiter_lines():
+                started.set()
+                last = line or last
+            last_lines.append(last)
+
+    async def main() -> None:
+        async with httpx.AsyncClient(base_url=ray_url, timeout=httpx.Timeout(60)) as client:
+            events = [asyncio.Event() for _ in range(4)]
+            tasks = [asyncio.create_task(one(client, event)) for event in events]
+            await asyncio.gather(*(event.wait() for event in events))
+            deleting = asyncio.create_task(asyncio.to_thread(serve.delete, APP_NAME))
+            await asyncio.wait_for(asyncio.gather(*tasks), 60)
+            await deleting
+
+    asyncio.run(main())
+    assert all("speech.audio.done" in line for line in last_lines), last_lines
+    assert httpx.get(f"{ray_url}/healthz", timeout=10).status_code == 404  # the application is gone

@@ -28,7 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from ray import serve
 from starlette.types import Message, Receive, Scope, Send
 
-from turbotts.errors import ServiceUnavailableError
+from turbotts.errors import InputTooLongError, ServiceUnavailableError
 from turbotts.scaleout import fleet_metrics
 from turbotts.scaleout.bridge import ForwardedRequest
 from turbotts.scaleout.routing import routing_key
@@ -67,7 +67,9 @@ def _error_message(exc: BaseException) -> tuple[int, bytes]:
 
 async def _send_error(send: Send, exc: BaseException) -> None:
     status, body = _error_message(exc)
-    headers = [(b"content-type", b"application/json"), (b"retry-after", b"1")]
+    headers = [(b"content-type", b"application/json")]
+    if status == 503:
+        headers.append((b"retry-after", b"1"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -106,7 +108,7 @@ class IngressApp:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await _read_body(receive)
         if body is None:
-            await _send_error(send, ServiceUnavailableError("the request body is over 64 MiB"))
+            await _send_error(send, InputTooLongError("the request body is over 64 MiB; send less"))
             return
         request = self._request(scope, method=scope["method"], body=body)
         key = routing_key(request.path, body, self._max_segment_chars)

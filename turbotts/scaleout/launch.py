@@ -8,6 +8,7 @@ keys requests). Ray's HTTP proxy listens on ``host:port`` on every node.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -26,6 +27,7 @@ from turbotts.server.settings import ServerSettings
 APP_NAME = "turbotts"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory that holds this turbotts
 _INGRESS_CONCURRENCY = 4096
+logger = logging.getLogger(__name__)
 
 
 def _scaling(settings: ServerSettings) -> dict[str, Any]:
@@ -87,6 +89,11 @@ def connect(settings: ServerSettings, **init_kwargs: Any) -> None:
 
 def deploy(settings: ServerSettings) -> None:
     """Start the proxy on ``host:port`` and run the application (returns once the replicas are ready)."""
+    if settings.redis_url is None and (settings.replicas > 1 or settings.max_replicas is not None):
+        logger.warning(
+            "no --redis-url: each replica keeps its own cache, rate limits and voices; "
+            "set --redis-url so replicas share them"
+        )
     serve.start(http_options={"host": settings.host, "port": settings.port})
     serve.run(build_application(settings), name=APP_NAME, route_prefix="/", blocking=False)
 

@@ -67,6 +67,9 @@ class TTSReplica:
             raise RuntimeError(f"replica {self.name}: the engine thread is not running")
 
     async def __del__(self) -> None:
-        self._metrics.stop()
-        self.app.state.is_draining = True
-        await self._lifespan.shutdown()
+        """Ray calls this after in-flight requests finished (or ``graceful_shutdown_timeout_s`` passed)."""
+        if hasattr(self, "_metrics"):
+            self._metrics.stop()
+        if hasattr(self, "_lifespan"):
+            self.app.state.is_draining = True
+            await self._lifespan.shutdown()
