@@ -31,7 +31,6 @@ sys.path.insert(0, str(REPO))
 
 from tests.conftest_redis import RedisServer  # noqa: E402
 from tests.ray.conftest import RAY_ENV, free_port, tiny_settings, wait_ready  # noqa: E402
-from tests.serve_process import start_serve  # noqa: E402
 
 MAX_NEW_TOKENS = 48  # 1 s of audio per request
 SAMPLE_RATE_HZ = 24000
@@ -85,16 +84,44 @@ def _bodies(num: int, *, seeded: bool, num_distinct: int | None = None) -> list[
     return out
 
 
+async def _hop_latency(url: str, num: int = 200) -> dict[str, float]:
+    """``GET /healthz`` round trips, one at a time: the cost of the path itself, no synthesis."""
+    times = []
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        for _ in range(num):
+            started = time.perf_counter()
+            (await client.get("/healthz")).raise_for_status()
+            times.append(time.perf_counter() - started)
+    times.sort()
+    return {"p50_s": statistics.median(times), "p90_s": times[int(0.9 * (num - 1))]}
+
+
 def _latency_pair(url: str) -> dict[str, Any]:
     asyncio.run(_load(url, _bodies(4, seeded=False), 2))  # warm-up
-    return {"c1": asyncio.run(_load(url, _bodies(20, seeded=False), 1)),
+    return {"healthz": asyncio.run(_hop_latency(url)),
+            "c1": asyncio.run(_load(url, _bodies(20, seeded=False), 1)),
             "c16": asyncio.run(_load(url, _bodies(64, seeded=False), 16))}  # fmt: skip
 
 
 def single_process(tmp: Path) -> dict[str, Any]:
-    env = {"TURBOTTS_MAX_NEW_TOKENS": str(MAX_NEW_TOKENS), "TURBOTTS_KV_BUDGET_BYTES": str(256 * 2**20)}
-    process, url = start_serve(tmp, "--load-format", "dummy", "--dummy-size", "tiny", env=env)
+    """``turbotts serve`` in a subprocess, logging to a file (a pipe nobody reads would stall it)."""
+    port = free_port()
+    env = {**os.environ, "TURBOTTS_MAX_NEW_TOKENS": str(MAX_NEW_TOKENS), "TURBOTTS_KV_BUDGET_BYTES": str(256 * 2**20),
+           "TURBOTTS_LOG_LEVEL": "warning", "TURBOTTS_RATE_LIMIT_RPS": "0", "TURBOTTS_DTYPE": "fp32",
+           "TURBOTTS_VOCODER_DTYPE": "fp32", "TURBOTTS_VOICES_DB": str(tmp / "voices.sqlite3")}  # fmt: skip
+    command = [sys.executable, "-m", "turbotts", "serve", "--port", str(port), "--log-format", "text",
+               "--load-format", "dummy", "--dummy-size", "tiny"]  # fmt: skip
+    with open(tmp / "single_process.log", "ab") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
     try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
         return _latency_pair(url)
     finally:
         process.terminate()
