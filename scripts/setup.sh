@@ -16,7 +16,7 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   # (the grep drops pip's notes about local package mirrors that this machine may not have)
   .venv/bin/python -m pip install --quiet --disable-pip-version-check "$TORCH_SPEC" \
     2> >(grep -v "^WARNING: Location" >&2)
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,server]' \
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,server,ray]' \
     2> >(grep -v "^WARNING: Location" >&2)
   echo "$want" > "$STAMP"
 fi

@@ -13,7 +13,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "turbotts"
 BASE = {"errors", "config", "params", "optional", "redaction", "audio", "digests", "cpu"}
 LAYERS_BELOW_CLI = ("text", "model", "engine", "cache", "guard", "sources", "api", "server", "cli_options", "bench",
-                    "quality", "seal_commands", "serve_command", "say_captions")  # fmt: skip
+                    "quality", "seal_commands", "serve_command", "say_captions", "scaleout")  # fmt: skip
 #: layer -> the layers it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
@@ -36,8 +36,9 @@ ALLOWED: dict[str, set[str]] = {
     "cli_options": BASE | {"sources"},
     "bench": BASE | {"text", "model", "engine", "sources", "api", "cli_options"},
     "quality": BASE | {"text", "model", "engine", "sources", "api", "cli_options", "bench"},
-    "serve_command": BASE | {"sources", "server", "cli_options"},
     "say_captions": BASE | {"text", "api", "server"},  # `say --captions` and SSML: the server's assembler
+    "scaleout": BASE | {"text", "server"},  # Ray Serve around the unchanged server
+    "serve_command": BASE | {"sources", "server", "cli_options", "scaleout"},
     # the command line may use every layer
     "cli": BASE | set(LAYERS_BELOW_CLI),
     "__main__": {"cli"},

@@ -24,6 +24,7 @@ message says what happened and what to do::
     ├── RateLimitedError           this client or key is over its rate limit                        429
     ├── OverloadedError            admission control refuses new work for now                       503
     │   └── StreamCapacityError    no real-time stream slot within max_queue_wait_s                 503
+    ├── ServiceUnavailableError    a shared store or a replica did not answer: retry                503
     └── EngineError                the engine cannot take or finish work                            500
         ├── QueueFullError         the waiting queue is full: retry later                           503
         └── RequestCancelledError  the request was cancelled before it finished
@@ -154,6 +155,12 @@ class StreamCapacityError(OverloadedError):
 
     def __init__(self, message: str, retry_after_s: float) -> None:
         super().__init__(message, "realtime", retry_after_s)
+
+
+class ServiceUnavailableError(TurboTTSError):
+    """Something the request needs beyond this process (the shared voice store, a replica) did not answer."""
+
+    retry_after_s = 1.0
 
 
 class EngineError(TurboTTSError):

@@ -26,6 +26,7 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "websockets": ("websockets", "server"),
     "yaml": ("pyyaml", "server"),
     "httpx": ("httpx", "server"),  # the `turbotts loadtest` client
+    "ray": ("ray[serve]", "ray"),  # serve --backend ray
 }
 #: what ``turbotts serve`` imports (matplotlib draws benchmark plots, httpx is the load test's client:
 #: neither is imported at start-up)

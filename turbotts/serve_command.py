@@ -77,6 +77,20 @@ def serve(
     realtime_capacity_override: Annotated[
         int | None, typer.Option("--realtime-capacity", help="Fixed real-time capacity in streams (default: learned).")
     ] = None,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="process (default): one server; ray: replicas on Ray Serve.")
+    ] = None,
+    replicas: Annotated[int | None, typer.Option("--replicas", help="ray: replicas, one model each.")] = None,
+    min_replicas: Annotated[int | None, typer.Option("--min-replicas", help="ray: autoscaling floor.")] = None,
+    max_replicas: Annotated[
+        int | None, typer.Option("--max-replicas", help="ray: autoscale up to this many replicas.")
+    ] = None,
+    target_ongoing_requests: Annotated[
+        float | None, typer.Option("--target-ongoing-requests", help="ray: autoscaling target per replica.")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", help="ray: auto or ray://head:10001 (unset: a local cluster).")
+    ] = None,
 ) -> None:
     """Serve the OpenAI-compatible speech API (flags > TURBOTTS_* environment > --config file > defaults)."""
     require(*SERVE_MODULES, purpose="turbotts serve")
@@ -98,6 +112,8 @@ def serve(
         "quality_baseline": quality_baseline,
         "admission": admission, "max_queue_wait_s": max_queue_wait_s,
         "realtime_capacity_override": realtime_capacity_override,
+        "backend": backend, "replicas": replicas, "min_replicas": min_replicas, "max_replicas": max_replicas,
+        "target_ongoing_requests": target_ongoing_requests, "ray_address": ray_address,
     }  # fmt: skip
     try:
         settings = ServerSettings(**{k: v for k, v in flags.items() if v is not None})
@@ -105,6 +121,12 @@ def serve(
         first = exc.errors()[0]
         raise fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from exc
     configure_logging(settings.log_level, settings.log_format)
+    if settings.backend == "ray":
+        require("ray", purpose="turbotts serve --backend ray")
+        from turbotts.scaleout.launch import run
+
+        run(settings)
+        return
     server_app = create_app(settings)
     from turbotts.server.drain import DrainingServer
 

@@ -30,6 +30,7 @@ from turbotts.server.guards import Guards, build_guards, watch_pressure
 from turbotts.server.metrics import Metrics
 from turbotts.server.middleware import RequestContextMiddleware
 from turbotts.server.quality_monitor import QualityMonitor
+from turbotts.server.redis_voices import RedisVoiceStore
 from turbotts.server.routes import admin, health, playground, speech, voices, ws
 from turbotts.server.service import SpeechService
 from turbotts.server.settings import ServerSettings
@@ -106,6 +107,13 @@ async def _cancel(task: asyncio.Task[None] | None) -> None:
             await task
 
 
+def _voice_store(settings: ServerSettings) -> VoiceStore | RedisVoiceStore:
+    """Redis when replicas share the voices (``voice_store``), else this process's SQLite file."""
+    if settings.uses_redis_voices() and settings.redis_url is not None:
+        return RedisVoiceStore(settings.redis_url.get_secret_value())
+    return VoiceStore(settings.voices_db)
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: ServerSettings = app.state.settings
@@ -131,7 +139,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.startup_error = exc
         raise
     engine = AsyncEngine(EngineCore(model, settings.engine_config()))
-    voices = VoiceService(VoiceStore(settings.voices_db), _voice_model(engine), settings.reference_limits())
+    voices = VoiceService(_voice_store(settings), _voice_model(engine), settings.reference_limits())
     app.state.engine = engine
     app.state.api_keys = api_keys
     app.state.guards = guards

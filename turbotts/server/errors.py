@@ -29,6 +29,7 @@ from turbotts.errors import (
     RateLimitedError,
     ReferenceAudioError,
     ReferenceTooLargeError,
+    ServiceUnavailableError,
     SSMLError,
     TurboTTSError,
     UnknownModelError,
@@ -56,6 +57,7 @@ _MAPPING: tuple[tuple[type[BaseException], int, str, str], ...] = (
     (RateLimitedError, 429, "rate_limit_error", "rate_limit_exceeded"),
     (OverloadedError, 503, "server_error", "overloaded"),
     (QueueFullError, 503, "server_error", "overloaded"),
+    (ServiceUnavailableError, 503, "server_error", "unavailable"),
     (EngineError, 500, "server_error", "engine_error"),
     (TurboTTSError, 500, "server_error", "internal_error"),
 )

@@ -129,6 +129,27 @@ class ServerSettings(BaseSettings):
     quality_interval_s: float = Field(default=300.0, gt=0.0, description="Pause between quality rounds.")
     quality_threshold_db: float = Field(default=0.2, ge=0.0, description="Mean MCD above which the monitor warns.")
 
+    # scale-out (README "Scale-out on Ray Serve"); the default backend is one process
+    backend: Literal["process", "ray"] = Field(default="process", description="ray: replicas behind Ray Serve.")
+    voice_store: Literal["auto", "sqlite", "redis"] = Field(
+        default="auto", description="auto: Redis on the ray backend when redis_url is set, else voices_db (SQLite)."
+    )
+    replicas: int = Field(default=1, ge=1, description="Fixed replica count (ignored with max_replicas).")
+    min_replicas: int = Field(default=1, ge=0, description="Autoscaling floor (with max_replicas).")
+    max_replicas: int | None = Field(default=None, ge=1, description="Set: autoscale between min and max.")
+    target_ongoing_requests: float = Field(default=8.0, gt=0.0, description="Autoscaling target per replica.")
+    max_ongoing_requests: int | None = Field(
+        default=None, ge=1, description="Requests a replica takes at once; None: max_batch_size (the engine's)."
+    )
+    ray_address: str | None = Field(default=None, description="auto or ray://host:10001; unset: a local cluster.")
+    replica_num_cpus: float = Field(default=1.0, gt=0.0, description="CPUs Ray reserves per replica.")
+    replica_num_gpus: float = Field(default=0.0, ge=0.0, description="GPUs Ray reserves per replica.")
+    replica_threads: int | None = Field(default=None, ge=1, description="torch threads per replica; None: torch's.")
+    affinity_imbalance: int = Field(
+        default=4, ge=0, description="Queue-length lead beyond which cache affinity yields to the least loaded."
+    )
+    cache_aware_routing: bool = Field(default=True, description="False: Ray's default power-of-two router.")
+
     @field_validator("watermark_key")
     @classmethod
     def _check_watermark_key(cls, value: SecretStr | None) -> SecretStr | None:
@@ -145,6 +166,10 @@ class ServerSettings(BaseSettings):
         if self.degrade_mode == "fallback" and self.fallback_clip is None:
             raise InvalidInputError("degrade_mode=fallback needs fallback_clip (an audio file to answer with)")
         self.reference_limits()  # raises InvalidInputError unless min < max
+        if self.max_replicas is not None and self.min_replicas > self.max_replicas:
+            raise InvalidInputError("min_replicas must not exceed max_replicas")
+        if self.voice_store == "redis" and self.redis_url is None:
+            raise InvalidInputError("voice_store=redis needs redis_url (the Redis that holds the voices)")
         if self.rate_limit_rps > 0 and self.rate_limit_burst < 1:
             raise InvalidInputError("rate_limit_burst must be at least 1 when rate_limit_rps > 0 (0 rps turns it off)")
         return self
@@ -196,6 +221,16 @@ class ServerSettings(BaseSettings):
         return ReferenceLimits(
             min_s=self.reference_min_s, max_s=self.reference_max_s, max_bytes=self.max_reference_bytes
         )
+
+    def uses_redis_voices(self) -> bool:
+        """Voices in Redis (shared by every replica) rather than in this process's SQLite file."""
+        if self.voice_store == "auto":
+            return self.backend == "ray" and self.redis_url is not None
+        return self.voice_store == "redis"
+
+    def replica_concurrency(self) -> int:
+        """Requests one replica takes at once: the engine's batch unless set (Ray's default of 5 would queue)."""
+        return self.max_ongoing_requests or self.max_batch_size
 
     def bit_rate_kbps(self, fmt: str) -> int | None:
         """The configured bit rate of a lossy ``response_format``; None for the lossless ones."""

@@ -1,9 +1,10 @@
 """Voices as the API sees them: resolve a request's voice (names, strings, mixes, clips),
 and list, save, clone or delete named voices.
 
-No FastAPI here; the store itself (SQLite) is :mod:`turbotts.server.voices`. Cloning
-runs the DVAE encoder, so routes call :meth:`VoiceService.clone` off the event loop.
-A clip is named in logs by its SHA-256 only.
+No FastAPI here; the store itself is :mod:`turbotts.server.voices` (SQLite) or
+:mod:`turbotts.server.redis_voices` (shared by replicas). Cloning runs the DVAE
+encoder, so routes call :meth:`VoiceService.clone` off the event loop. A clip is
+named in logs by its SHA-256 only.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from turbotts.errors import VoiceMixError
 from turbotts.model.speaker import decode_audio_prompt, decode_voice, encode_voice
 from turbotts.model.voice_mix import is_voice_mix, mix_voices, parse_voice_mix
 from turbotts.params import VoiceReference
+from turbotts.server.redis_voices import RedisVoiceStore
 from turbotts.server.schemas import VOICE_NAME_PATTERN, VoiceCreate, VoiceRef
 from turbotts.server.voices import Voice, VoiceStore
 
@@ -50,7 +52,9 @@ class VoiceModel:
 class VoiceService:
     """Named voices, voice strings, mixes and reference clips, checked against one checkpoint."""
 
-    def __init__(self, store: VoiceStore, model: VoiceModel, limits: ReferenceLimits | None = None) -> None:
+    def __init__(
+        self, store: VoiceStore | RedisVoiceStore, model: VoiceModel, limits: ReferenceLimits | None = None
+    ) -> None:
         self.store = store
         self.model = model
         self.limits = limits or ReferenceLimits()

@@ -1,0 +1,262 @@
+"""TurboTTS on Ray Serve: 2 tiny-model replicas behind the proxy, real HTTP, real Redis, real decoders.
+
+One deployment for the module (see conftest). The order matters only for the
+last test, which kills a replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import psutil
+import pytest
+import websockets
+from openai import AsyncOpenAI, OpenAI
+
+from tests.ray.conftest import MAX_NEW_TOKENS, wait_ready
+from tests.server.audio import EXPECTED_RATE_HZ, decode
+
+SPEECH = "/v1/audio/speech"
+FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
+LONG_TEXT = " ".join(f"Sentence number {i} of a long text that streams." for i in range(24))
+
+
+@pytest.fixture()
+def http(ray_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=ray_url, timeout=120) as client:
+        yield client
+
+
+def _speech(http: httpx.Client, text: str, **fields: object) -> httpx.Response:
+    body = {"model": "tts-1", "input": text, "voice": "alloy", "response_format": "pcm", **fields}
+    response = http.post(SPEECH, json=body)
+    assert response.status_code == 200, response.text
+    return response
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_openai_client_gets_audio_in_every_format(ray_url: str, fmt: str) -> None:
+    with (
+        OpenAI(base_url=f"{ray_url}/v1", api_key="x", timeout=120, max_retries=0) as client,
+        client.audio.speech.with_streaming_response.create(
+            model="tts-1", voice="alloy", input="Hello there, world.", response_format=fmt,  # type: ignore[arg-type]
+            extra_body={"seed": 7, "max_new_tokens": MAX_NEW_TOKENS},
+        ) as response,
+    ):  # fmt: skip
+        assert response.headers["x-replica"]
+        data = b"".join(response.iter_bytes())
+    rate, samples = decode(data, fmt)
+    assert rate == EXPECTED_RATE_HZ[fmt] and samples.size > 0 and np.isfinite(samples).all()
+
+
+def test_sse_events_through_the_proxy(http: httpx.Client) -> None:
+    body = {"input": "Hello there. Streamed as events.", "stream_format": "sse", "seed": 3}
+    with http.stream("POST", SPEECH, json=body) as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        events = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
+    kinds = [event["type"] for event in events]
+    assert kinds[-1] == "speech.audio.done" and "speech.audio.delta" in kinds, kinds
+
+
+def test_websocket_session_through_the_proxy(ray_url: str) -> None:
+    async def main() -> tuple[bytes, dict[str, object]]:
+        async with websockets.connect(ray_url.replace("http://", "ws://") + "/v1/audio/speech/ws") as ws:
+            await ws.send(json.dumps({"type": "config", "voice": "sage", "response_format": "pcm", "seed": 2}))
+            for piece in ["Hello th", "ere. How are", " you today?", " Bye"]:
+                await ws.send(json.dumps({"type": "text", "text": piece}))
+            await ws.send(json.dumps({"type": "end"}))
+            audio = bytearray()
+            while isinstance(message := await ws.recv(), bytes):
+                audio += message
+            return bytes(audio), json.loads(message)
+
+    audio, done = asyncio.run(main())
+    assert done["type"] == "done", done
+    assert len(audio) > 0 and len(audio) % 2 == 0
+
+
+def test_sixteen_concurrent_streams_all_complete_on_both_replicas(ray_url: str) -> None:
+    async def one(client: AsyncOpenAI, index: int) -> tuple[str, bytes]:
+        async with client.audio.speech.with_streaming_response.create(
+            model="tts-1", voice="shimmer", input=f"Request number {index}. It streams.", response_format="wav",
+        ) as response:  # fmt: skip
+            return response.headers["x-replica"], b"".join([chunk async for chunk in response.iter_bytes()])
+
+    async def main() -> list[tuple[str, bytes]]:
+        async with AsyncOpenAI(base_url=f"{ray_url}/v1", api_key="x", timeout=120, max_retries=0) as client:
+            return await asyncio.gather(*(one(client, i) for i in range(16)))
+
+    results = asyncio.run(main())
+    for _, body in results:
+        rate, samples = decode(body, "wav")
+        assert rate == 24000 and samples.size > 0
+    assert len({replica for replica, _ in results}) == 2  # unseeded: the least-loaded replica each time
+
+
+def test_first_bytes_arrive_before_synthesis_ends(http: httpx.Client) -> None:
+    """Closing a long stream after its first chunk leaves most of its segments never synthesized."""
+    num_segments = len(re.findall(r"\.", LONG_TEXT))
+    before = _engine_requests(http)
+    with http.stream("POST", SPEECH, json={"input": LONG_TEXT, "response_format": "pcm"}) as response:
+        assert response.status_code == 200
+        assert next(response.iter_bytes())
+    _settle(http)
+    assert _engine_requests(http) - before < num_segments / 2
+
+
+def test_the_same_seeded_request_lands_on_one_replica_and_hits_its_l1(http: httpx.Client) -> None:
+    responses = [_speech(http, "Affinity keeps this on one replica.", seed=11) for _ in range(20)]
+    assert len({r.headers["x-replica"] for r in responses}) == 1
+    assert [r.headers["x-cache"] for r in responses[1:]] == ["l1"] * 19
+
+
+def test_distinct_seeded_requests_spread_over_both_replicas(http: httpx.Client) -> None:
+    replicas = Counter(_speech(http, f"Distinct text number {i}.", seed=5).headers["x-replica"] for i in range(20))
+    assert len(replicas) == 2, replicas
+
+
+def test_affinity_yields_to_the_idle_replica_when_its_replica_is_saturated(ray_url: str, http: httpx.Client) -> None:
+    """Same first segment (same key), long distinct tails: the preferred replica fills, then the other takes over."""
+    probe = {"input": f"Saturate this replica. {LONG_TEXT} Probe.", "seed": 21, "response_format": "pcm"}
+    with http.stream("POST", SPEECH, json=probe) as response:  # closed at once: only its replica matters
+        preferred = response.headers["x-replica"]
+
+    async def one(client: httpx.AsyncClient, index: int) -> str:
+        body = {"input": f"Saturate this replica. {LONG_TEXT} Tail {index}.", "seed": 21, "response_format": "pcm"}
+        async with client.stream("POST", SPEECH, json=body) as response:
+            assert response.status_code == 200
+            async for _ in response.aiter_bytes():
+                pass
+            return response.headers["x-replica"]
+
+    async def main() -> list[str]:
+        async with httpx.AsyncClient(base_url=ray_url, timeout=120) as client:
+            return await asyncio.gather(*(one(client, i) for i in range(12)))
+
+    landed = Counter(asyncio.run(main()))
+    assert len(landed) == 2, landed  # the threshold (4) was crossed: some went to the idle replica
+    assert landed[preferred] > 12 / 2, landed  # but affinity held while the lead was small
+
+
+def test_a_voice_created_through_the_endpoint_is_used_by_both_replicas(http: httpx.Client) -> None:
+    created = http.post("/v1/voices", json={"name": "shared-voice", "seed": 4242})
+    assert created.status_code == 201, created.text
+    replicas = Counter(
+        _speech(http, f"Shared voice sentence {i}.", voice="shared-voice", seed=1).headers["x-replica"]
+        for i in range(12)
+    )
+    assert len(replicas) == 2, replicas
+    names = {
+        v["name"]
+        for _ in range(6)
+        for v in http.get("/v1/voices").json()["data"]
+    }  # fmt: skip
+    assert "shared-voice" in names
+
+
+def test_metrics_of_every_replica_are_reachable_with_a_replica_label(http: httpx.Client) -> None:
+    text = _settle(http)
+    replicas = set(re.findall(r'turbotts_audio_seconds_total\{replica="([^"]+)"\}', text))
+    assert len(replicas) == 2, text[:2000]
+    for family in ("turbotts_time_to_first_audio_seconds_count", "turbotts_queue_depth", "turbotts_cache_lookups"):
+        assert len(set(re.findall(rf'{family}\w*{{replica="([^"]+)"', text))) == 2, family
+
+
+def test_killing_a_replica_mid_stream_ends_its_streams_and_the_next_requests_succeed(
+    ray_url: str, http: httpx.Client
+) -> None:
+    outcomes: list[str] = []
+
+    async def one(client: httpx.AsyncClient, started: asyncio.Event) -> None:
+        body = {"input": LONG_TEXT * 2, "stream_format": "sse"}
+        try:
+            async with client.stream("POST", SPEECH, json=body) as response:
+                last = ""
+                async for line in response.aiter_lines():
+                    started.set()
+                    last = line or last
+            outcomes.append("error" if '"error"' in last else "done" if "speech.audio.done" in last else "cut")
+        except httpx.TransportError:
+            outcomes.append("cut")
+
+    async def main() -> None:
+        async with httpx.AsyncClient(base_url=ray_url, timeout=httpx.Timeout(60)) as client:
+            events = [asyncio.Event() for _ in range(6)]
+            tasks = [asyncio.create_task(one(client, event)) for event in events]
+            await asyncio.gather(*(event.wait() for event in events))
+            _kill_one_replica()
+            await asyncio.wait_for(asyncio.gather(*tasks), 120)  # none hangs
+
+    asyncio.run(main())
+    assert len(outcomes) == 6 and {"error", "cut"} & set(outcomes), outcomes
+    statuses = [http.post(SPEECH, json={"input": f"After the kill {i}.", "seed": i}).status_code for i in range(20)]
+    assert statuses == [200] * 20
+    wait_ready(str(http.base_url).rstrip("/"), 2)  # Ray restarted the replica
+
+
+def _kill_one_replica() -> None:
+    title = "ServeReplica:turbotts:TTSReplica"  # Ray's process title for a replica of this deployment
+    victims = [p for p in psutil.process_iter(["cmdline"]) if title in " ".join(p.info["cmdline"] or [])]
+    assert victims, "no replica process found"
+    victims[0].kill()
+
+
+def _engine_requests(http: httpx.Client) -> float:
+    text = http.get("/metrics").text
+    return sum(float(v) for v in re.findall(r"^turbotts_engine_requests_total\{[^}]*\} (\S+)$", text, re.M))
+
+
+def _settle(http: httpx.Client) -> str:
+    """/metrics once every replica has posted twice more (posts are a second apart)."""
+    first = http.get("/metrics").text
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        text = http.get("/metrics").text
+        if text != first:
+            first = text
+            break
+        time.sleep(0.2)
+    while time.monotonic() < deadline:
+        text = http.get("/metrics").text
+        if text != first:
+            return text
+        time.sleep(0.2)
+    return first
+
+
+def test_deleting_the_application_drains_in_flight_streams(ray_url: str) -> None:
+    """Last: a redeploy or shutdown lets streams that already started finish (Ray waits for them)."""
+    from ray import serve
+
+    from turbotts.scaleout.launch import APP_NAME
+
+    text = " ".join(f"Draining sentence {i}." for i in range(8))
+    last_lines: list[str] = []
+
+    async def one(client: httpx.AsyncClient, started: asyncio.Event) -> None:
+        async with client.stream("POST", SPEECH, json={"input": text, "stream_format": "sse"}) as response:
+            last = ""
+            async for line in response.aiter_lines():
+                started.set()
+                last = line or last
+            last_lines.append(last)
+
+    async def main() -> None:
+        async with httpx.AsyncClient(base_url=ray_url, timeout=httpx.Timeout(60)) as client:
+            events = [asyncio.Event() for _ in range(4)]
+            tasks = [asyncio.create_task(one(client, event)) for event in events]
+            await asyncio.gather(*(event.wait() for event in events))
+            deleting = asyncio.create_task(asyncio.to_thread(serve.delete, APP_NAME))
+            await asyncio.wait_for(asyncio.gather(*tasks), 60)
+            await deleting
+
+    asyncio.run(main())
+    assert all("speech.audio.done" in line for line in last_lines), last_lines
+    assert httpx.get(f"{ray_url}/healthz", timeout=10).status_code == 404  # the application is gone
