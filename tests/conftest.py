@@ -4,12 +4,13 @@ import pytest
 import torch
 
 from tests.conftest_redis import MISSING_REDIS
+from tests.deploy.promtool import MISSING_PROMTOOL
 
 torch.set_num_threads(2)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """A banner when Redis or espeak-ng tests were skipped: lost coverage is never silent (scripts/test.sh)."""
+    """A banner when Redis, espeak-ng or promtool tests were skipped: lost coverage is never silent."""
     skipped = terminalreporter.stats.get("skipped", [])
     num_redis = sum(1 for report in skipped if "redis-server" in str(report.longrepr))
     if num_redis:
@@ -17,4 +18,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     num_espeak = sum(1 for report in skipped if "espeak-ng is not on PATH" in str(report.longrepr))
     if num_espeak:
         message = f"{num_espeak} real-speech watermark tests SKIPPED: espeak-ng is not on PATH (apt-get install it)"
+        terminalreporter.write_sep("!", message, red=True, bold=True)
+    num_promtool = sum(1 for report in skipped if MISSING_PROMTOOL in str(report.longrepr))
+    if num_promtool:
+        message = f"{num_promtool} alert-rule tests SKIPPED: {MISSING_PROMTOOL}"
         terminalreporter.write_sep("!", message, red=True, bold=True)

@@ -120,7 +120,7 @@ def test_init_checkpoint_then_say(tmp_path: Path) -> None:
         (("say", "hi", "--load-format", "dummy", "--dummy-size", "huge"), "dummy-size"),
         (("say", "hi", "--load-format", "dummy", "--temperature", "-1"), "temperature"),
         (("say", "hi", "--load-format", "dummy", "--voice", "not a voice"), "base16384"),
-        (("say", "!!!", "--load-format", "dummy", "--skip-refine"), "empty after cleaning"),
+        (("say", "!!!", "--load-format", "dummy", "--skip-refine"), "nothing to say"),
         (("init-checkpoint", "/tmp/x", "--size", "medium"), "--size"),
     ],
 )

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import turbotts.errors as errors_module
-from turbotts.errors import OverloadedError, RateLimitedError, TurboTTSError
+from turbotts.errors import OverloadedError, RateLimitedError, StreamCapacityError, TurboTTSError
 from turbotts.server.errors import describe
 
 PACKAGE = Path(__file__).resolve().parents[1] / "turbotts"
@@ -19,6 +19,8 @@ def _instance(cls: type[TurboTTSError]) -> TurboTTSError:
         return cls("slow down", 1.0)
     if cls is OverloadedError:
         return cls("busy", "queue", 1.0)
+    if cls is StreamCapacityError:
+        return cls("no real-time slot", 1.0)
     if cls.__name__ == "ContentFilteredError":
         return cls("term")  # type: ignore[call-arg]
     return cls("something happened")
@@ -26,7 +28,7 @@ def _instance(cls: type[TurboTTSError]) -> TurboTTSError:
 
 def test_the_docstring_table_is_the_http_mapping() -> None:
     promised = dict(re.findall(r"(\w+Error)\s.*?\s(\d{3})$", errors_module.__doc__ or "", re.MULTILINE))
-    assert len(promised) == 15
+    assert len(promised) == 20
     for name, status in promised.items():
         cls = getattr(errors_module, name)
         assert describe(_instance(cls))[0] == int(status), name

@@ -13,7 +13,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "turbotts"
 BASE = {"errors", "config", "params", "optional", "redaction", "audio", "digests", "cpu"}
 LAYERS_BELOW_CLI = ("text", "model", "engine", "cache", "guard", "sources", "api", "server", "cli_options", "bench",
-                    "quality", "seal_commands", "serve_command", "scaleout")  # fmt: skip
+                    "quality", "seal_commands", "serve_command", "say_captions", "scaleout")  # fmt: skip
 #: layer -> the layers it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
@@ -32,10 +32,11 @@ ALLOWED: dict[str, set[str]] = {
     "sources": BASE | {"model", "guard"},
     "seal_commands": BASE | {"model", "guard"},
     "api": BASE | {"model", "engine", "text", "sources"},
-    "server": BASE | {"text", "model", "engine", "cache", "guard", "sources", "api"},
+    "server": BASE | {"text", "model", "engine", "cache", "guard", "sources", "api", "quality"},
     "cli_options": BASE | {"sources"},
     "bench": BASE | {"text", "model", "engine", "sources", "api", "cli_options"},
     "quality": BASE | {"text", "model", "engine", "sources", "api", "cli_options", "bench"},
+    "say_captions": BASE | {"text", "api", "server"},  # `say --captions` and SSML: the server's assembler
     "scaleout": BASE | {"text", "server"},  # Ray Serve around the unchanged server
     "serve_command": BASE | {"sources", "server", "cli_options", "scaleout"},
     # the command line may use every layer

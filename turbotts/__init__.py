@@ -26,6 +26,7 @@ _EXPORTS = {
     "ModelSource": "turbotts.sources",
     "SamplingParams": "turbotts.params",
     "SynthesisParams": "turbotts.params",
+    "VoiceReference": "turbotts.params",
 }
 __all__ = [
     "TTS",
@@ -43,6 +44,7 @@ __all__ = [
     "SynthesisParams",
     "TurboTTSError",
     "VoiceError",
+    "VoiceReference",
 ]
 
 if TYPE_CHECKING:
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
         TurboTTSError,
         VoiceError,
     )
-    from turbotts.params import SamplingParams, SynthesisParams
+    from turbotts.params import SamplingParams, SynthesisParams, VoiceReference
     from turbotts.sources import ModelSource
 
 

@@ -13,17 +13,24 @@ stepped on the calling thread.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
+from turbotts.audio import ReferenceLimits, load_reference_clip, resample
 from turbotts.config import EngineConfig
 from turbotts.engine.core import EngineCore
 from turbotts.engine.request import RequestOutput
+from turbotts.errors import InvalidInputError
 from turbotts.model.chattts import ChatTTSModel
-from turbotts.params import SynthesisParams
+from turbotts.model.reference import encode_reference
+from turbotts.params import SynthesisParams, VoiceReference
 from turbotts.sources import ModelSource, load_model
+from turbotts.text.segment import is_speakable, split_text
+
+#: The DVAE encoder needs more than one STFT hop (official case j7 fails below this).
+MIN_REFERENCE_SAMPLES = 513
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,39 @@ class TTS:
         """An official voice string drawn from the checkpoint's speaker statistics."""
         return self.engine.runner.random_voice(seed)
 
+    def reference_from_audio(self, wav: np.ndarray, sample_rate_hz: int, transcript: str) -> VoiceReference:
+        """A zero-shot voice from a clip: ``SynthesisParams(reference=...)`` then speaks in its voice.
+
+        Args:
+            wav: mono float samples (or (num_samples, channels), averaged to mono).
+            sample_rate_hz: their rate; resampled to the model's 24 kHz with soxr.
+            transcript: the words spoken in the clip.
+
+        Returns:
+            The official ``spk_smp`` string of the clip (``Chat.sample_audio_speaker``) and the transcript.
+
+        Raises:
+            InvalidInputError: the clip is too short for one code frame, or the transcript is empty or too long.
+        """
+        samples = np.asarray(wav, dtype=np.float32)
+        mono = samples.mean(axis=1) if samples.ndim == 2 else samples.reshape(-1)
+        at_model_rate = resample(mono, sample_rate_hz, self.sample_rate_hz)
+        return VoiceReference(encode_reference(self.model.modules.dvae, at_model_rate), transcript)
+
+    def reference_from_clip(
+        self, data: bytes, transcript: str, limits: ReferenceLimits | None = None
+    ) -> VoiceReference:
+        """A zero-shot voice from an audio file's bytes (wav, flac, mp3, ogg/opus, m4a), checked as the server does.
+
+        Raises:
+            ReferenceTooLargeError: over ``limits.max_bytes``.
+            ReferenceAudioError: empty, undecodable, silent, or outside the duration bounds.
+            InvalidInputError: an empty or too long transcript.
+        """
+        VoiceReference("-", transcript)  # the transcript is checked before any decoding work
+        samples = load_reference_clip(data, self.sample_rate_hz, limits or ReferenceLimits())
+        return VoiceReference(encode_reference(self.model.modules.dvae, samples), transcript)
+
     def _run(self, texts: list[str], params: SynthesisParams, keep_hidden: bool) -> list[list[RequestOutput]]:
         ids = [f"api-{next(self._ids)}" for _ in texts]
         try:
@@ -99,6 +139,31 @@ class TTS:
         return [
             np.concatenate([o.audio for o in outputs]) if outputs else np.zeros(0, np.float32) for outputs in results
         ]
+
+    def synthesize_long(
+        self, text: str, params: SynthesisParams | None = None, *, max_segment_chars: int = 120
+    ) -> np.ndarray:
+        """One waveform for a long text, synthesized segment by segment (sentences, then clauses).
+
+        With no voice at all (no ``voice``, ``voice_seed`` or ``reference``) each segment would
+        be a new random speaker, so the first segment's audio becomes the reference clip of the
+        rest (its codes and its text in their prompts), as the official ``infer(split_text=True)``
+        does: one speaker from start to end. The first segment is kept as generated.
+
+        Raises:
+            InvalidInputError: nothing speakable in ``text``, or a bad parameter or voice.
+        """
+        params = params or SynthesisParams()
+        segments = [s for s in split_text(text, max_segment_chars) if is_speakable(s)]
+        if not segments:
+            raise InvalidInputError("the text has nothing to say; give at least one speakable word")
+        first = self.synthesize(segments[0], params)[0]
+        rest_params = params
+        has_voice = params.voice is not None or params.voice_seed is not None or params.reference is not None
+        if len(segments) > 1 and not has_voice and first.size >= MIN_REFERENCE_SAMPLES:
+            rest_params = replace(params, reference=self.reference_from_audio(first, self.sample_rate_hz, segments[0]))
+        rest = self.synthesize(segments[1:], rest_params) if len(segments) > 1 else []
+        return np.concatenate([first, *rest])
 
     def generate_codes(self, texts: list[str], params: SynthesisParams | None = None) -> list[CodeResult]:
         """The GPT's output per text: codes and hidden states, no audio decode needed by the caller."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -69,7 +70,9 @@ def init_checkpoint(
 
 @app.command()
 def say(
-    text: Annotated[str, typer.Argument(help="What to say (control tokens like [uv_break] pass through).")],
+    text: Annotated[
+        str, typer.Argument(help="What to say (control tokens like [uv_break] pass through; <speak>...: SSML).")
+    ],
     output: Annotated[Path, typer.Option("-o", "--output", help="WAV file to write (24 kHz).")] = Path("out.wav"),
     checkpoint: CheckpointOpt = None,
     load_format: LoadFormatOpt = "auto",
@@ -91,12 +94,26 @@ def say(
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens")] = 2048,
     skip_refine: Annotated[bool, typer.Option("--skip-refine", help="Skip the refine-text stage.")] = False,
     no_normalize: Annotated[bool, typer.Option("--no-normalize", help="Skip number/symbol normalization.")] = False,
+    reference: Annotated[
+        Path | None, typer.Option("--reference", help="Clip to speak like (wav, flac, mp3, ogg, m4a; 1-30 s).")
+    ] = None,
+    reference_text: Annotated[str | None, typer.Option("--reference-text", help="What the clip says.")] = None,
+    captions: Annotated[
+        Path | None,
+        typer.Option("--captions", help="Also write captions, one cue per segment: out.vtt (WebVTT) or out.srt."),
+    ] = None,
 ) -> None:
-    """Synthesize TEXT into a 24 kHz WAV file."""
+    """Synthesize TEXT (plain or SSML, <speak>...</speak>) into a 24 kHz WAV file.
+
+    With --reference, in the voice of that clip. With --captions, or for SSML,
+    segment by segment as the server does.
+    """
     import soundfile as sf
 
     from turbotts.api import TTS
     from turbotts.params import SynthesisParams, user_sampling
+
+    clip = _read_clip(reference, reference_text, "--reference", "--reference-text")
 
     code, refine = user_sampling(
         max_new_tokens=max_new_tokens,
@@ -110,17 +127,41 @@ def say(
         code=code,
         refine=refine,
         voice=voice,
-        voice_seed=seed if voice is None else None,
+        voice_seed=seed if voice is None and clip is None else None,  # with a clip, the seed seeds sampling only
         seed=seed,
         refine_text=not skip_refine,
         normalize_text=not no_normalize,
     )
+    items = _say_plan(text, captions)  # None: plain text, one request
     source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
     tts = TTS.load(source, device=device, dtype=dtype, quant=quant)
-    wav = tts.synthesize([text], params)[0]
+    if clip is not None:
+        params = replace(params, reference=tts.reference_from_clip(clip, reference_text or ""))
+    if items is None:
+        wav = tts.synthesize_long(text, params)  # long text: segments, one speaker throughout
+    else:
+        from turbotts.say_captions import say_with_captions
+
+        wav = say_with_captions(tts, items, params, captions)
     output.parent.mkdir(parents=True, exist_ok=True)
     sf.write(str(output), wav, tts.sample_rate_hz, subtype="PCM_16")
     typer.echo(f"wrote {output} ({len(wav) / tts.sample_rate_hz:.2f} s at {tts.sample_rate_hz} Hz)")
+    if captions is not None:
+        typer.echo(f"wrote {captions}")
+
+
+def _say_plan(text: str, captions: Path | None) -> list[Any] | None:
+    """Segments and pauses when ``say`` needs them (captions, or SSML), checked before the model loads."""
+    from turbotts.text.ssml import is_ssml
+
+    if captions is None and not is_ssml(text):
+        return None
+    from turbotts.say_captions import plan_text
+    from turbotts.server.subtitles import check_caption_path
+
+    if captions is not None:
+        check_caption_path(captions)
+    return list(plan_text(text))
 
 
 @voices_app.command("random")
@@ -141,6 +182,53 @@ def voices_random(
 
     stats = speaker_stats_for(model_source(checkpoint, load_format, dummy_size, key_env, public_key))
     typer.echo(encode_voice(sample_random_voice(stats, seed)))
+
+
+def _read_clip(path: Path | None, transcript: str | None, path_flag: str, text_flag: str) -> bytes | None:
+    """The bytes of a reference clip, or None; a missing file or transcript is a usage error (exit 2)."""
+    if path is None:
+        if transcript is not None:
+            raise fail(f"{text_flag} needs {path_flag} (the clip it transcribes)")
+        return None
+    if transcript is None or not transcript.strip():
+        raise fail(f"{path_flag} needs {text_flag}: the words spoken in the clip")
+    if not path.is_file():
+        raise fail(f"{path_flag} {path} does not exist")
+    return path.read_bytes()
+
+
+@voices_app.command("clone")
+def voices_clone(
+    clip: Annotated[Path, typer.Argument(help="Reference clip (wav, flac, mp3, ogg, m4a; 1-30 s of speech).")],
+    text: Annotated[str, typer.Option("--text", help="What the clip says (its transcript).")],
+    name: Annotated[
+        str | None, typer.Option("--name", help="Save under this name (the server's voices database).")
+    ] = None,
+    voices_db: Annotated[Path, typer.Option("--voices-db", help="The server's voices database.")] = Path(
+        "~/.cache/turbotts/voices.sqlite3"
+    ),
+    checkpoint: CheckpointOpt = None,
+    load_format: LoadFormatOpt = "auto",
+    dummy_size: DummySizeOpt = "tiny",
+    key_env: KeyEnvOpt = None,
+    public_key: PublicKeyOpt = None,
+) -> None:
+    """Encode CLIP into an official spk_smp string (printed), and save it as a voice with --name."""
+    from turbotts.api import TTS
+    from turbotts.server.voices import VoiceStore
+
+    data = _read_clip(clip, text, "CLIP", "--text")
+    assert data is not None  # _read_clip returns bytes whenever a path is given
+    tts = TTS.load(model_source(checkpoint, load_format, dummy_size, key_env, public_key), dtype="fp32")
+    reference = tts.reference_from_clip(data, text)
+    if name is not None:
+        store = VoiceStore(voices_db)
+        try:
+            store.add(name, spk_smp=reference.spk_smp, transcript=reference.transcript)
+        finally:
+            store.close()
+        typer.secho(f"saved voice {name!r} in {voices_db}", err=True)
+    typer.echo(reference.spk_smp)
 
 
 watermark_app = typer.Typer(no_args_is_help=True, help="Audio watermarks.")

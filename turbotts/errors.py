@@ -10,6 +10,10 @@ message says what happened and what to do::
     ├── InvalidInputError          bad text, voice string or parameter (also a ValueError)          400
     │   ├── VoiceError             a voice string that cannot be decoded                            400
     │   ├── AudioReadError         a file that cannot be decoded as audio                           400
+    │   │   └── ReferenceAudioError  a reference clip that is empty, undecodable, too short or long  400
+    │   ├── ReferenceTooLargeError a reference clip upload over the size limit                      413
+    │   ├── VoiceMixError          a voice mix that cannot be parsed or mixes a reference voice     400
+    │   ├── SSMLError              SSML not well-formed or outside the subset (element, position)   400
     │   ├── ContentFilteredError   the text contains a blocked term                                 400
     │   ├── InputTooLongError      the input is longer than the server accepts                      413
     │   ├── UnknownModelError      a model name the server does not serve                           404
@@ -19,6 +23,7 @@ message says what happened and what to do::
     ├── AuthenticationError        no or a wrong bearer key                                         401
     ├── RateLimitedError           this client or key is over its rate limit                        429
     ├── OverloadedError            admission control refuses new work for now                       503
+    │   └── StreamCapacityError    no real-time stream slot within max_queue_wait_s                 503
     ├── ServiceUnavailableError    a shared store or a replica did not answer: retry                503
     └── EngineError                the engine cannot take or finish work                            500
         ├── QueueFullError         the waiting queue is full: retry later                           503
@@ -57,6 +62,40 @@ class VoiceError(InvalidInputError):
 
 class AudioReadError(InvalidInputError):
     """A file could not be decoded as audio."""
+
+
+class ReferenceAudioError(AudioReadError):
+    """A reference clip cannot become a voice (``param`` names the form field at fault)."""
+
+    def __init__(self, message: str, param: str = "audio") -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class ReferenceTooLargeError(InvalidInputError):
+    """A reference clip upload is larger than ``max_reference_bytes``."""
+
+    param = "audio"
+
+
+class VoiceMixError(InvalidInputError):
+    """A voice mix such as ``alloy*0.7+nova*0.3`` that cannot be parsed or resolved."""
+
+    param = "voice"
+class SSMLError(InvalidInputError):
+    """SSML input that is not well-formed, or uses markup outside the supported subset.
+
+    ``element`` names the element at fault (None when the document has none yet),
+    ``line`` and ``column`` (1-based) where the parser stood; the message says both.
+    """
+
+    param = "input"
+
+    def __init__(self, message: str, element: str | None = None, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.element = element
+        self.line = line
+        self.column = column
 
 
 class ContentFilteredError(InvalidInputError):
@@ -106,6 +145,16 @@ class OverloadedError(TurboTTSError):
         super().__init__(message)
         self.reason = reason
         self.retry_after_s = retry_after_s
+
+
+class StreamCapacityError(OverloadedError):
+    """The engine would keep a new stream queued longer than ``max_queue_wait_s`` (real-time admission).
+
+    ``retry_after_s`` is the estimated time until the queue wait is back under the limit.
+    """
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message, "realtime", retry_after_s)
 
 
 class ServiceUnavailableError(TurboTTSError):

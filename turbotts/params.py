@@ -8,6 +8,7 @@ Defaults equal the official package's ``InferCodeParams`` and
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -15,6 +16,8 @@ from turbotts.errors import InvalidInputError
 
 NUM_VQ = 4
 MAX_NEW_TOKENS_LIMIT = 4096
+#: Longest transcript of a reference clip: its tokens share the prompt with the clip's codes and the text.
+MAX_TRANSCRIPT_CHARS = 500
 
 
 def _check_range(name: str, value: float, low: float, high: float, *, low_open: bool = False) -> None:
@@ -101,6 +104,44 @@ def user_sampling(
 
 
 @dataclass(frozen=True)
+class VoiceReference:
+    """A zero-shot voice: the audio codes of a reference clip and what the clip says.
+
+    The GPT continues the clip: the official prompt is ``[Stts]`` + speaker slot +
+    ``transcript`` + speed + text + ``[Ptts]`` followed by the clip's codes, so it speaks
+    the new text in the clip's voice. The fields are the official ``spk_smp`` and
+    ``txt_smp`` of ``InferCodeParams``.
+
+    Args:
+        spk_smp: the official audio-prompt string (``Chat.sample_audio_speaker`` of a clip;
+            :func:`turbotts.model.reference.encode_reference` makes it).
+        transcript: the words spoken in the clip (``txt_smp``).
+
+    Raises:
+        InvalidInputError: empty prompt or transcript, or a transcript over ``MAX_TRANSCRIPT_CHARS``.
+    """
+
+    spk_smp: str
+    transcript: str
+
+    def __post_init__(self) -> None:
+        if not self.spk_smp.strip():
+            raise InvalidInputError("the reference's spk_smp string is empty; encode a clip first")
+        if not self.transcript.strip():
+            raise InvalidInputError("a reference clip needs its transcript (the words spoken in it)")
+        if len(self.transcript) > MAX_TRANSCRIPT_CHARS:
+            raise InvalidInputError(
+                f"the transcript is {len(self.transcript)} characters; at most {MAX_TRANSCRIPT_CHARS} are "
+                "allowed (use a shorter clip and its words)"
+            )
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of both fields: what logs and cache keys carry instead of the clip's codes."""
+        return hashlib.sha256(f"{self.spk_smp}\x00{self.transcript}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
 class SynthesisParams:
     """One synthesis request's knobs.
 
@@ -108,6 +149,8 @@ class SynthesisParams:
         voice: an official voice string (base16384 speaker embedding); None = no speaker
             embedding (``[empty_spk]``), unless ``voice_seed`` picks a random voice.
         voice_seed: sample a voice from the checkpoint's speaker statistics with this seed.
+        reference: a zero-shot voice from a reference clip (audio codes + transcript); it may
+            be combined with ``voice`` (both go into the prompt, as in the official package).
         seed: seeds the sampler; the same seed and inputs give the same codes whatever
             else shares the batch. None = a fresh random seed.
         prompt: the code prompt, ``[speed_5]`` by default (speed 0..9).
@@ -121,6 +164,7 @@ class SynthesisParams:
     refine: SamplingParams = field(default_factory=default_refine_params)
     voice: str | None = None
     voice_seed: int | None = None
+    reference: VoiceReference | None = None
     seed: int | None = None
     prompt: str = "[speed_5]"
     refine_prompt: str = ""  # e.g. "[oral_2][laugh_0][break_6]"

@@ -65,6 +65,18 @@ def serve(
         Path | None, typer.Option("--fallback-clip", help="Audio file answered in --degrade-mode fallback.")
     ] = None,
     log_format: Annotated[str | None, typer.Option("--log-format", help="json (default) or text.")] = None,
+    quality_baseline: Annotated[
+        Path | None, typer.Option("--quality-baseline", help="Re-measure this `quality check` baseline live.")
+    ] = None,
+    admission: Annotated[
+        str | None, typer.Option("--admission", help="realtime (default): streams start only within real time; off.")
+    ] = None,
+    max_queue_wait_s: Annotated[
+        float | None, typer.Option("--max-queue-wait-s", help="Refuse (503) a stream waiting longer; 0 = never.")
+    ] = None,
+    realtime_capacity_override: Annotated[
+        int | None, typer.Option("--realtime-capacity", help="Fixed real-time capacity in streams (default: learned).")
+    ] = None,
     backend: Annotated[
         str | None, typer.Option("--backend", help="process (default): one server; ray: replicas on Ray Serve.")
     ] = None,
@@ -97,6 +109,9 @@ def serve(
         "rate_limit_rps": rate_limit_rps, "rate_limit_burst": rate_limit_burst, "api_key_file": api_key_file,
         "blocklist": blocklist, "watermark": False if no_watermark else None, "cache_max_bytes": cache_max_bytes,
         "degrade_mode": degrade_mode, "fallback_clip": fallback_clip, "log_format": log_format,
+        "quality_baseline": quality_baseline,
+        "admission": admission, "max_queue_wait_s": max_queue_wait_s,
+        "realtime_capacity_override": realtime_capacity_override,
         "backend": backend, "replicas": replicas, "min_replicas": min_replicas, "max_replicas": max_replicas,
         "target_ongoing_requests": target_ongoing_requests, "ray_address": ray_address,
     }  # fmt: skip

@@ -100,6 +100,7 @@ def test_poisson_arrivals(tmp_path: Path) -> None:
         (("--mode", "turbo", "--concurrency", "2"), "--mode"),
         (("--concurrency", "2", "--request-rate", "3"), "exactly one"),
         (("--concurrency", "2", "--output-len", "9:3"), "MIN:MAX"),
+        (("--concurrency", "2", "--first-chunk-lookahead-frames", "-1"), "cannot be negative"),
     ],
 )
 def test_bad_options_exit_2(args: tuple[str, ...], message: str, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from turbotts.cache.keys import cache_key, canonical_request_json, is_cacheable, normalize_text_for_key, redis_key
 from turbotts.errors import InvalidInputError
-from turbotts.params import SamplingParams, SynthesisParams
+from turbotts.params import SamplingParams, SynthesisParams, VoiceReference
 
 BASE = SynthesisParams(seed=42)
 
@@ -56,6 +56,7 @@ def test_case_and_punctuation_change_the_key() -> None:
         SynthesisParams(seed=42, code=SamplingParams(max_new_tokens=2047)),
         SynthesisParams(seed=42, code=SamplingParams(greedy=True)),
         SynthesisParams(seed=42, refine=SamplingParams(temperature=0.5)),
+        SynthesisParams(seed=42, reference=VoiceReference("codes", "words")),
     ],
 )
 def test_every_parameter_changes_the_key(changed: SynthesisParams) -> None:
@@ -74,6 +75,16 @@ def test_canonical_json_holds_every_params_field() -> None:
     document = json.loads(canonical_request_json("x", BASE, response_format="wav", model_fingerprint="m"))
     assert set(document["params"]) == {f.name for f in dataclasses.fields(SynthesisParams)}
     assert set(document["params"]["code"]) == {f.name for f in dataclasses.fields(SamplingParams)}
+
+
+def test_a_reference_clip_enters_the_key_as_its_digest_only() -> None:
+    reference = VoiceReference("\u4e00\u4e01\u4e02", "the words of the clip")
+    params = SynthesisParams(seed=42, reference=reference)
+    document = canonical_request_json("x", params, response_format="wav", model_fingerprint="m")
+    assert reference.spk_smp not in document and reference.transcript not in document
+    assert json.loads(document)["params"]["reference"] == {"sha256": reference.digest}
+    other = SynthesisParams(seed=42, reference=VoiceReference(reference.spk_smp, "other words"))
+    assert key_of(params=params) != key_of(params=other)
 
 
 def test_only_seeded_requests_are_cacheable() -> None:

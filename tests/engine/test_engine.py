@@ -81,7 +81,12 @@ def test_different_seeds_give_different_codes() -> None:
 @pytest.mark.parametrize(("left", "lookahead", "tolerance"), [(8, 8, 5e-3), (24, 24, 1e-5)])
 def test_streamed_chunks_concatenate_to_the_one_shot_decode(left: int, lookahead: int, tolerance: float) -> None:
     streaming = StreamingConfig(
-        first_chunk_frames=4, chunk_frames=8, max_chunk_frames=8, left_context_frames=left, lookahead_frames=lookahead
+        first_chunk_frames=4,
+        chunk_frames=8,
+        max_chunk_frames=8,
+        left_context_frames=left,
+        lookahead_frames=lookahead,
+        first_chunk_lookahead_frames=lookahead,
     )
     params = SynthesisParams(code=SamplingParams(max_new_tokens=70, ignore_eos=True), refine_text=False, seed=5)
     streamed_core = EngineCore(model(), EngineConfig(streaming=streaming))
@@ -99,7 +104,12 @@ def test_streamed_chunks_concatenate_to_the_one_shot_decode(left: int, lookahead
 
 def test_chunks_grow_from_chunk_frames_to_max_chunk_frames() -> None:
     streaming = StreamingConfig(
-        first_chunk_frames=2, chunk_frames=4, max_chunk_frames=16, left_context_frames=4, lookahead_frames=2
+        first_chunk_frames=2,
+        chunk_frames=4,
+        max_chunk_frames=16,
+        left_context_frames=4,
+        lookahead_frames=2,
+        first_chunk_lookahead_frames=2,
     )
     core = EngineCore(model(), EngineConfig(streaming=streaming))
     params = SynthesisParams(code=SamplingParams(max_new_tokens=60, ignore_eos=True), refine_text=False, seed=5)
@@ -108,19 +118,44 @@ def test_chunks_grow_from_chunk_frames_to_max_chunk_frames() -> None:
     assert sizes[:5] == [2, 4, 8, 16, 16]
 
 
-def test_first_chunk_arrives_after_first_chunk_plus_lookahead_frames() -> None:
-    streaming = StreamingConfig(first_chunk_frames=4, chunk_frames=8, left_context_frames=8, lookahead_frames=3)
+def test_first_chunk_arrives_after_first_chunk_plus_its_own_lookahead_frames() -> None:
+    streaming = StreamingConfig(
+        first_chunk_frames=4, chunk_frames=8, left_context_frames=8, lookahead_frames=5, first_chunk_lookahead_frames=2
+    )
     core = EngineCore(model(), EngineConfig(streaming=streaming))
     params = SynthesisParams(code=SamplingParams(max_new_tokens=40, ignore_eos=True), refine_text=False, seed=5)
     core.add_request("s", TEXTS[0], params, stream=True)
+    arrivals: list[tuple[int, int]] = []  # (step, samples) of each chunk
     steps = 0
-    while True:
+    while len(arrivals) < 2:
         steps += 1
-        outs = core.step()
-        if outs:
-            break
-    assert steps == 4 + 3  # one prefill step makes frame 0, then one frame per step
-    assert len(outs[0].audio) == 4 * 512 and outs[0].ttfa_s is not None and outs[0].ttfa_s > 0
+        arrivals += [(steps, len(out.audio)) for out in core.step() if len(out.audio)]
+    assert arrivals[0] == (4 + 2, 4 * 512)  # one prefill step makes frame 0, then one frame per step
+    assert arrivals[1] == (4 + 8 + 5, 8 * 512)  # later chunks hold back lookahead_frames
+
+
+def test_a_first_chunk_with_a_short_lookahead_is_close_and_the_next_chunk_exact() -> None:
+    """The short first lookahead only costs accuracy inside the first chunk."""
+    streaming = StreamingConfig(
+        first_chunk_frames=4,
+        chunk_frames=8,
+        max_chunk_frames=8,
+        left_context_frames=24,
+        lookahead_frames=24,
+        first_chunk_lookahead_frames=2,
+    )
+    params = SynthesisParams(code=SamplingParams(max_new_tokens=70, ignore_eos=True), refine_text=False, seed=5)
+    streamed_core = EngineCore(model(), EngineConfig(streaming=streaming))
+    streamed_core.add_request("s", TEXTS[1], params, stream=True)
+    chunks = [c.audio for c in run_all(streamed_core)["s"] if len(c.audio)]
+    one_shot_core = EngineCore(model(), EngineConfig())
+    one_shot_core.add_request("o", TEXTS[1], params, stream=False)
+    one_shot = run_all(one_shot_core)["o"][0].audio
+    first = len(chunks[0])
+    assert first == 4 * 512
+    first_error = float(np.abs(chunks[0] - one_shot[:first]).max())
+    rest_error = float(np.abs(np.concatenate(chunks[1:]) - one_shot[first:]).max())
+    assert rest_error <= 1e-5 < first_error
 
 
 def test_cancel_frees_the_slot_at_the_next_step() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,13 @@ SAMPLE_RATE_HZ = 24000
 
 
 @contextmanager
-def running_server(tmp_dir: Path, **overrides: Any) -> Iterator[tuple[str, uvicorn.Server]]:
-    """Start the app on a free loopback port; yields its base URL and the uvicorn server."""
+def running_server(
+    tmp_dir: Path, *, wrap: Callable[[Any], Any] | None = None, **overrides: Any
+) -> Iterator[tuple[str, uvicorn.Server]]:
+    """Start the app on a free loopback port; yields its base URL and the uvicorn server.
+
+    ``wrap`` puts an ASGI layer around the app (as a proxy or Ray Serve would); ``overrides`` are settings.
+    """
     values: dict[str, Any] = {
         "load_format": "dummy",
         "dummy_size": "tiny",
@@ -42,8 +47,9 @@ def running_server(tmp_dir: Path, **overrides: Any) -> Iterator[tuple[str, uvico
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
+    app = create_app(settings) if wrap is None else wrap(create_app(settings))
     config = uvicorn.Config(
-        create_app(settings), lifespan="on", log_level="warning", timeout_graceful_shutdown=5, ws="websockets-sansio"
+        app, lifespan="on", log_level="warning", timeout_graceful_shutdown=5, ws="websockets-sansio"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -11,34 +11,18 @@ from __future__ import annotations
 import base64
 import io
 import json
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import av
-import pytest
 import soundfile as sf
 
-from tests.required_tools import is_required
+from tests.browser import chromium_browser
 
 PCM_RATE_HZ = 24000
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--autoplay-policy=no-user-gesture-required",
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",  # nothing but loopback
-]
 #: Samples a decoder may add beyond the synthesized audio, at the format's own rate:
 #: (codec priming it may keep, one frame of end padding). A streamed mp3 has no LAME
 #: tag and raw ADTS no edit list, so decoders keep the encoder delay (LAME 576 + 529,
@@ -134,25 +118,9 @@ class ChromiumReader:
 
 @contextmanager
 def chromium_reader() -> Iterator[ChromiumReader]:
-    """Launch Debian's Chromium; skip when it or playwright is missing, except in CI (``CI`` or
-    ``TURBOTTS_REQUIRE_CHROMIUM=1``, which ``.ci/run`` sets), where that fails the test."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("playwright is not installed (pip install -e '.[dev]')")
-    if not CHROMIUM.exists() and shutil.which("chromium") is None:
-        _missing("Debian's chromium is not installed (apt-get install -y chromium)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            page.set_content("<!doctype html><title>decode</title>")
-            yield ChromiumReader(page)
-        finally:
-            browser.close()
-
-
-def _missing(reason: str) -> NoReturn:
-    if is_required("CHROMIUM"):
-        pytest.fail(f"{reason}: CI must run the browser reader (.ci/run installs it)")
-    pytest.skip(reason)
+    """``decodeAudioData`` in Debian's Chromium (:func:`tests.browser.chromium_browser`: skipped or failed
+    when it is missing)."""
+    with chromium_browser() as browser:
+        page = browser.new_page()
+        page.set_content("<!doctype html><title>decode</title>")
+        yield ChromiumReader(page)

@@ -29,6 +29,18 @@ def test_a_voice_saved_through_one_store_is_seen_by_another_at_once(redis_server
         first.delete("narrator")
 
 
+def test_a_cloned_voice_and_its_kept_clip_are_shared_like_any_other(redis_server: RedisServer) -> None:
+    first, second = RedisVoiceStore(redis_server.url), RedisVoiceStore(redis_server.url)
+    saved = first.add("clone", spk_smp="codes", transcript="what the clip says", audio=b"RIFF-clip")
+    assert saved.kind == "reference" and saved.has_audio
+    assert second.get("clone") == saved and second.audio("clone") == b"RIFF-clip"
+    with pytest.raises(VoiceExistsError):
+        second.ensure_free("clone")  # checked before the encoder runs on another replica
+    second.ensure_free("free-name")
+    first.delete("clone")
+    assert second.audio("clone") is None
+
+
 def test_built_in_voices_cannot_be_saved_over_or_deleted(redis_server: RedisServer) -> None:
     store = RedisVoiceStore(redis_server.url)
     assert store.get("alloy").is_builtin

@@ -75,6 +75,12 @@ def bench(
         str, typer.Option("--vocoder-dtype", help="auto, fp32 or bf16 (Decoder + Vocos).")
     ] = "auto",
     max_chunk_frames: Annotated[int, typer.Option("--max-chunk-frames", help="Largest streamed chunk.")] = 96,
+    first_chunk_frames: Annotated[
+        int, typer.Option("--first-chunk-frames", help="Frames in the first streamed chunk.")
+    ] = StreamingConfig.first_chunk_frames,
+    first_chunk_lookahead_frames: Annotated[
+        int, typer.Option("--first-chunk-lookahead-frames", help="Frames the first chunk waits for past its end.")
+    ] = StreamingConfig.first_chunk_lookahead_frames,
     decode_mode: Annotated[
         str, typer.Option("--decode-mode", help="auto, eager, static or graphs (CUDA graphs, GPU only).")
     ] = "auto",
@@ -110,7 +116,14 @@ def bench(
     precisions = {q: resolve_precision(dtype, q, vocoder_dtype, device) for q in _list(quant, str, "--quant")}
     quants = list(precisions)
     source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
-    streaming = StreamingConfig(max_chunk_frames=max(max_chunk_frames, StreamingConfig().chunk_frames))
+    try:
+        streaming = StreamingConfig(
+            max_chunk_frames=max(max_chunk_frames, StreamingConfig().chunk_frames),
+            first_chunk_frames=first_chunk_frames,
+            first_chunk_lookahead_frames=first_chunk_lookahead_frames,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     if decode_mode not in DECODE_MODES:
         raise typer.BadParameter(f"--decode-mode must be one of {', '.join(DECODE_MODES)}")
     base_config = EngineConfig(kv_budget_bytes=kv_budget_mb * 2**20, streaming=streaming, decode_mode=decode_mode)
@@ -177,6 +190,8 @@ def bench(
                 "quant": quant,
                 "vocoder_dtype": vocoder_dtype,
                 "max_chunk_frames": streaming.max_chunk_frames,
+                "first_chunk_frames": streaming.first_chunk_frames,
+                "first_chunk_lookahead_frames": streaming.first_chunk_lookahead_frames,
                 "decode_mode": decode_mode,
                 "num_requests": num_requests,
                 "concurrency": levels,

@@ -152,7 +152,8 @@ def fixed_http_cases() -> list[HttpCase]:
         _http("get_speech", "GET", SPEECH),
         _http("patch_voices", "PATCH", VOICES, b"{}"),
         _http("options_speech", "OPTIONS", SPEECH),
-        _http("made_up_method", "BREW", SPEECH),
+        # httptools >= 0.9 refuses a method it does not know while parsing: uvicorn's plain 400, never the app's
+        HttpCase("made_up_method", build_request("BREW", SPEECH, b"", JSON_HEADERS), "4xx", needs_json_error=False),
         _http("post_healthz", "POST", "/healthz", b"{}"),
         _http("unknown_route", "GET", "/v1/nothing-here"),
         _http("bad_query_percent", "GET", VOICES + "?%ff%fe=%zz&&=&a=%00", expect="2xx"),  # no query parameters

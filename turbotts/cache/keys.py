@@ -62,11 +62,18 @@ def canonical_request_json(
     model_fingerprint: str,
     extra: Mapping[str, ExtraValue] | None = None,
 ) -> str:
-    """The canonical JSON document that :func:`cache_key` hashes (exposed for debugging)."""
+    """The canonical JSON document that :func:`cache_key` hashes (exposed for debugging).
+
+    A reference clip enters as its digest only, so the document (which may be logged
+    while debugging) never holds the clip's codes or transcript.
+    """
+    fields = dataclasses.asdict(params)  # nested SamplingParams become dicts, tuples lists
+    if params.reference is not None:
+        fields["reference"] = {"sha256": params.reference.digest}
     document = {
         "v": KEY_SCHEMA_VERSION,
         "text": normalize_text_for_key(text),
-        "params": dataclasses.asdict(params),  # nested SamplingParams become dicts, tuples lists
+        "params": fields,
         "format": response_format.lower(),
         "model": model_fingerprint,
         "extra": dict(extra or {}),

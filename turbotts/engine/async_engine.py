@@ -42,6 +42,10 @@ class EngineStats:
     last_batch_size: int
     tokens_per_s: float
     is_stepping: bool
+    realtime_capacity: int = 0  # streams the engine keeps at real time plus margin (enforced unless admission off)
+    is_capacity_measured: bool = False  # False until a step was timed (or the capacity is overridden)
+    num_refused_realtime: int = 0  # streams refused since start (their queue wait was too long)
+    step_s_by_batch: dict[int, float] = field(default_factory=dict)  # mean pure-decode step time per batch size
 
 
 @dataclass
@@ -85,6 +89,10 @@ class AsyncEngine:
         """Text tokens of ``text`` for usage reports (the same front end and tokenizer as a request)."""
         return self.core.count_text_tokens(text)
 
+    def spoken_text(self, text: str, *, normalize_text: bool = True) -> str:
+        """``text`` as a request hands it to the model (front end: dictionary, normalization), for captions."""
+        return self.core.spoken_text(text, normalize_text=normalize_text)
+
     def new_request_id(self) -> str:
         return f"req-{next(self._ids)}"
 
@@ -95,12 +103,16 @@ class AsyncEngine:
         *,
         request_id: str | None = None,
         stream: bool = True,
+        is_realtime: bool | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Submit one synthesis and yield its outputs (audio chunks, then the final one).
+
+        ``is_realtime`` (default: ``stream``) puts it under real-time admission.
 
         Raises:
             InvalidInputError: bad text, voice or parameters (raised before any output).
             QueueFullError: the engine is full or shutting down; retry later.
+            StreamCapacityError: real-time admission would keep it queued too long; retry later.
             EngineError: the engine failed while running the request.
         """
         if not self._is_accepting:
@@ -112,7 +124,7 @@ class AsyncEngine:
 
         def add() -> None:
             try:
-                self.core.add_request(request_id, text, params, stream=stream)
+                self.core.add_request(request_id, text, params, stream=stream, is_realtime=is_realtime)
             except Exception as exc:  # noqa: BLE001 - handed to the caller's future
                 loop.call_soon_threadsafe(_set_exception, admitted, exc)
                 return
@@ -212,6 +224,7 @@ class AsyncEngine:
         self._num_tokens_window = [(t, n) for t, n in self._num_tokens_window if now - t < 5.0]
         span = now - self._num_tokens_window[0][0] if len(self._num_tokens_window) > 1 else 0.0
         scheduler = self.core.scheduler
+        policy = scheduler.realtime
         self._stats = EngineStats(
             num_waiting=scheduler.num_waiting,
             num_running=scheduler.num_running,
@@ -222,6 +235,10 @@ class AsyncEngine:
             last_batch_size=batch,
             tokens_per_s=sum(n for _, n in self._num_tokens_window[1:]) / span if span > 0 else 0.0,
             is_stepping=is_stepping,
+            realtime_capacity=0 if policy is None else policy.capacity,
+            is_capacity_measured=policy is not None and policy.is_measured,
+            num_refused_realtime=scheduler.num_refused_realtime,
+            step_s_by_batch={} if policy is None else policy.step_s_by_batch,
         )
 
 

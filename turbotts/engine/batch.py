@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from turbotts.engine.sequence import SequenceKind
@@ -12,7 +12,11 @@ from turbotts.params import SamplingParams
 
 @dataclass(frozen=True)
 class PrefillItem:
-    """Write a prompt into ``slot`` and sample the first token."""
+    """Write a prompt into ``slot`` and sample the first token.
+
+    The prompt is ``prompt_ids`` (text) followed by ``prompt_codes`` (audio codes of a
+    reference clip, one list of num_vq ids per position; usually empty).
+    """
 
     seq_id: int
     slot: int
@@ -21,6 +25,11 @@ class PrefillItem:
     voice: str | None
     sampling: SamplingParams
     seed: int
+    prompt_codes: list[list[int]] = field(default_factory=list)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.prompt_codes)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from turbotts.config import EngineConfig
 from turbotts.engine.batch import RunnerOutput
 from turbotts.engine.kv import KVLayout, plan_kv_layout
 from turbotts.engine.model_runner import ModelRunner
+from turbotts.engine.realtime import RealtimeConfig, RealtimePolicy
 from turbotts.engine.request import FINISH_REASONS, EngineRequest, RequestOutput
 from turbotts.engine.scheduler import Scheduler, SchedulerConfig, SequenceUpdate
 from turbotts.engine.sequence import Sequence, SequenceKind
@@ -22,6 +23,7 @@ from turbotts.engine.vocoder_runner import VocoderRunner
 from turbotts.errors import InvalidInputError
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.precision import resolve_precision
+from turbotts.model.reference import reference_codes
 from turbotts.model.tokenizer import decorate_code_prompt, decorate_refine_prompt
 from turbotts.params import SynthesisParams
 from turbotts.text.frontend import TextFrontend
@@ -44,6 +46,19 @@ class StepStats:
     num_prefill: int
     num_decode: int
     duration_s: float
+
+
+def realtime_policy(config: EngineConfig, frames_per_s: float) -> RealtimePolicy:
+    """The real-time policy of ``config``: it learns the capacity always, the scheduler enforces it unless off."""
+    return RealtimePolicy(
+        RealtimeConfig(
+            frames_per_s=frames_per_s,
+            margin=config.realtime_margin,
+            max_batch_size=config.max_batch_size,
+            max_queue_wait_s=config.max_queue_wait_s,
+            capacity_override=config.realtime_capacity_override,
+        )
+    )
 
 
 class EngineCore:
@@ -74,7 +89,9 @@ class EngineCore:
                 max_prefill_tokens=config.max_prefill_tokens,
                 audio_eos_id=model.config.gpt.audio_eos_id,
                 text_eos_id=model.tokenizer.eos_id,
-            )
+                is_realtime_admission=config.admission == "realtime",
+            ),
+            realtime_policy(config, model.sample_rate_hz / model.config.samples_per_code_frame),
         )
         self.runner = ModelRunner(
             model,
@@ -107,15 +124,30 @@ class EngineCore:
         """Text tokens of ``text`` as a request would see it (front end, then tokenizer): pure, any thread."""
         return len(self.model.tokenizer.encode(self.frontend.prepare(text)))
 
+    def spoken_text(self, text: str, *, normalize_text: bool = True) -> str:
+        """``text`` after the front end, exactly as :meth:`add_request` prepares it: pure, any thread."""
+        return self.frontend.prepare(text, normalize_text=normalize_text)
+
     def add_request(
-        self, request_id: str, text: str, params: SynthesisParams, *, stream: bool = False, keep_hidden: bool = False
+        self,
+        request_id: str,
+        text: str,
+        params: SynthesisParams,
+        *,
+        stream: bool = False,
+        keep_hidden: bool = False,
+        is_realtime: bool | None = None,
     ) -> EngineRequest:
         """Queue a synthesis.
+
+        ``stream`` emits audio in chunks as frames are made; ``is_realtime`` (default: the
+        same as ``stream``) puts it under real-time admission: a listener plays it as it comes.
 
         Raises:
             InvalidInputError: empty text after the front end, a bad voice string, a
                 duplicate request id, or a prompt that does not fit one sequence.
             QueueFullError: the waiting queue is full.
+            StreamCapacityError: a real-time stream would wait longer than ``max_queue_wait_s``.
         """
         if request_id in self._requests:
             raise InvalidInputError(f"request id {request_id!r} is already running")
@@ -128,16 +160,20 @@ class EngineCore:
             voice = self.runner.random_voice(params.voice_seed)
         if voice is not None:
             self.runner.voice_vector(voice)  # validates now: a bad string is the caller's error
+        prompt_codes = self._reference_codes(params)
         request = EngineRequest(
             request_id=request_id,
             text=prepared,
             params=params,
             seed=seed,
             voice=voice,
+            prompt_codes=prompt_codes,
             audio=AudioStream(request_id, self.config.streaming, use_decoder=params.use_decoder, is_streaming=stream),
-            sequence=self._first_sequence(prepared, params, seed, voice),
+            sequence=self._first_sequence(prepared, params, seed, voice, prompt_codes),
             keep_hidden=keep_hidden,
+            is_realtime=stream if is_realtime is None else is_realtime,
         )
+        request.sequence.is_realtime = request.is_realtime
         self.scheduler.add(request.sequence)
         self._requests[request_id] = request
         self._by_seq[request.sequence.seq_id] = request
@@ -151,9 +187,17 @@ class EngineCore:
         self.scheduler.abort(request.sequence)
         return True
 
+    def _reference_codes(self, params: SynthesisParams) -> list[list[int]]:
+        """The (P, num_vq) codes of the request's reference clip, checked now (a bad string is a 400)."""
+        if params.reference is None:
+            return []
+        gpt = self.model.config.gpt
+        return reference_codes(params.reference.spk_smp, gpt.num_vq, gpt.audio_eos_id)
+
     def _new_sequence(
-        self, kind: SequenceKind, prompt: str, params: SynthesisParams, seed: int, voice: str | None
-    ) -> Sequence:
+        self, kind: SequenceKind, prompt: str, params: SynthesisParams, seed: int, voice: str | None = None,
+        prompt_codes: list[list[int]] | None = None,
+    ) -> Sequence:  # fmt: skip
         self._next_seq_id += 1
         sampling = params.refine if kind is SequenceKind.TEXT else params.code
         return Sequence(
@@ -163,18 +207,24 @@ class EngineCore:
             sampling,
             seed,
             voice if kind is SequenceKind.CODE else None,
+            prompt_codes=prompt_codes or [],
         )
 
-    def _first_sequence(self, text: str, params: SynthesisParams, seed: int, voice: str | None) -> Sequence:
+    def _first_sequence(
+        self, text: str, params: SynthesisParams, seed: int, voice: str | None, prompt_codes: list[list[int]]
+    ) -> Sequence:
         if params.refine_text:
-            return self._new_sequence(
-                SequenceKind.TEXT, decorate_refine_prompt(text, params.refine_prompt), params, seed, None
-            )
-        return self._code_sequence(text, params, seed, voice)
+            refine_prompt = decorate_refine_prompt(text, params.refine_prompt)
+            return self._new_sequence(SequenceKind.TEXT, refine_prompt, params, seed)
+        return self._code_sequence(text, params, seed, voice, prompt_codes)
 
-    def _code_sequence(self, text: str, params: SynthesisParams, seed: int, voice: str | None) -> Sequence:
-        prompt = decorate_code_prompt(text, params.prompt, has_speaker=voice is not None)
-        return self._new_sequence(SequenceKind.CODE, prompt, params, seed, voice)
+    def _code_sequence(
+        self, text: str, params: SynthesisParams, seed: int, voice: str | None, prompt_codes: list[list[int]]
+    ) -> Sequence:
+        """The official code prompt: speaker slot, the reference's transcript, speed, text; then its codes."""
+        txt_smp = params.reference.transcript if params.reference is not None else None
+        prompt = decorate_code_prompt(text, params.prompt, txt_smp, has_speaker=voice is not None)
+        return self._new_sequence(SequenceKind.CODE, prompt, params, seed, voice, prompt_codes)
 
     # -- the step -----------------------------------------------------------------
 
@@ -190,6 +240,7 @@ class EngineCore:
         self._record(updates, result)
         outputs = self._stream()
         self.last_step = StepStats(len(work.prefill), len(work.decode), time.perf_counter() - start)
+        self.scheduler.observe_step(self.last_step.num_prefill, self.last_step.num_decode, self.last_step.duration_s)
         return outputs
 
     def _record(self, updates: list[SequenceUpdate], result: RunnerOutput) -> None:
@@ -211,7 +262,10 @@ class EngineCore:
         """The refine pass finished: its text becomes the prompt of the request's code sequence (first in line)."""
         refined = self.refined_text([ids[0] for ids in seq.output_ids])
         request.refined_text = refined
-        request.sequence = self._code_sequence(refined, request.params, request.seed, request.voice)
+        request.sequence = self._code_sequence(
+            refined, request.params, request.seed, request.voice, request.prompt_codes
+        )
+        request.sequence.is_realtime = request.is_realtime
         self._by_seq[request.sequence.seq_id] = request
         self.scheduler.add_priority(request.sequence)
 

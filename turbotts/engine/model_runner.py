@@ -90,12 +90,24 @@ class ModelRunner:
             else None
         )
         self._voices: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._random_voices: OrderedDict[int, str] = OrderedDict()
 
     # -- voices -------------------------------------------------------------------
 
     def random_voice(self, seed: int) -> str:
-        """The official string of the voice ``seed`` draws from the speaker statistics."""
-        return encode_voice(sample_random_voice(self.model.speaker_stats, seed))
+        """The official string of the voice ``seed`` draws from the speaker statistics, cached by seed.
+
+        Cached because encoding is LZMA at its slowest preset (about 0.25 s on a loaded CPU),
+        paid on the engine thread by every request naming a built-in voice (``alloy`` is a seed).
+        """
+        if seed in self._random_voices:
+            self._random_voices.move_to_end(seed)
+            return self._random_voices[seed]
+        voice = encode_voice(sample_random_voice(self.model.speaker_stats, seed))
+        self._random_voices[seed] = voice
+        if len(self._random_voices) > VOICE_CACHE_SIZE:
+            self._random_voices.popitem(last=False)
+        return voice
 
     def voice_vector(self, voice: str) -> torch.Tensor:
         """Decoded (H,) float16 voice, cached by string."""
@@ -131,12 +143,13 @@ class ModelRunner:
     def _prefill(self, items: list[PrefillItem]) -> tuple[list[list[int]], torch.Tensor]:
         for item in items:
             self._write_slot_sampling(item)
-        max_len = max(len(item.prompt_ids) for item in items)
+        lengths = [item.num_prompt_tokens for item in items]
+        max_len = max(lengths)
         ids = torch.zeros(len(items), max_len, dtype=torch.int64)
         for row, item in enumerate(items):
             ids[row, : len(item.prompt_ids)] = torch.tensor(item.prompt_ids)
-        ids = ids.to(self.device)  # (B, L) right-padded
-        emb = self.embed.embed_text_ids(ids)  # (B, L, H)
+        ids = ids.to(self.device)  # (B, L) right-padded; 0 at audio-prompt positions
+        emb = self._embed_audio_prompts(self.embed.embed_text_ids(ids), items)  # (B, L, H)
         voiced = [row for row, item in enumerate(items) if item.voice is not None]
         if voiced:
             voices = torch.zeros(len(items), emb.shape[-1], dtype=torch.float16)
@@ -144,14 +157,23 @@ class ModelRunner:
                 voices[row] = self.voice_vector(items[row].voice or "")
             emb = apply_speaker(emb, ids, self.spk_emb_id, voices)
         positions = torch.arange(max_len, device=self.device).expand(len(items), max_len)  # (B, L)
-        meta = PrefillMetadata.build([item.slot for item in items], [len(item.prompt_ids) for item in items])
+        meta = PrefillMetadata.build([item.slot for item in items], lengths)
         hidden = self.gpt.prefill(emb, positions, meta, self.cache)  # (B, L, H)
-        last = torch.tensor([len(item.prompt_ids) - 1 for item in items], device=self.device)
+        last = torch.tensor([n - 1 for n in lengths], device=self.device)
         last_hidden = hidden[torch.arange(len(items), device=self.device), last]  # (B, H)
         steps = [0] * len(items)
         return self._sample(
             last_hidden, [item.slot for item in items], [item.kind for item in items], steps
         ), last_hidden
+
+    def _embed_audio_prompts(self, emb: torch.Tensor, items: list[PrefillItem]) -> torch.Tensor:
+        """Put each reference clip's code embeddings after its text (the official ``[Ptts]`` + codes layout)."""
+        for row, item in enumerate(items):
+            if item.prompt_codes:
+                start = len(item.prompt_ids)
+                codes = torch.tensor(item.prompt_codes, dtype=torch.int64, device=self.device)  # (P, num_vq)
+                emb[row, start : start + codes.size(0)] = self.embed.embed_codes(codes).to(emb.dtype)
+        return emb
 
     def _decode(self, items: list[DecodeItem]) -> tuple[list[list[int]], torch.Tensor]:
         emb = torch.empty(

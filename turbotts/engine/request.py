@@ -20,6 +20,7 @@ class EngineRequest:
         text: the text after the front end (what the prompt says).
         seed: the sampler seed actually used (drawn when the caller gave none).
         voice: the voice string actually used (drawn from ``voice_seed`` if asked).
+        prompt_codes: the reference clip's codes (P, num_vq) after the prompt text, or empty.
         sequence: the GPT pass running now (refine first, then codes).
     """
 
@@ -28,9 +29,11 @@ class EngineRequest:
     params: SynthesisParams
     seed: int
     voice: str | None
+    prompt_codes: list[list[int]]
     audio: AudioStream
     sequence: Sequence
     keep_hidden: bool = False
+    is_realtime: bool = False  # under real-time admission (a stream someone listens to as it comes)
     arrival_s: float = field(default_factory=time.perf_counter)
     first_audio_s: float | None = None
     refined_text: str | None = None

@@ -4,6 +4,11 @@ Every step: drop aborted sequences, decode every running one, and admit waiting
 sequences first-come-first-served while a KV slot and a batch place are free.
 A new sequence is prefilled in the step that admits it and joins the decode
 batch in the next one, so nobody waits for the longest member of a batch.
+
+With real-time admission (a :class:`RealtimePolicy`, enforced), a batch place is only free
+for a stream while the batch stays within the real-time capacity, and so is it for
+any sequence while a stream runs; batch work alone may fill up to ``max_batch_size``.
+A stream whose estimated queue wait passes ``max_queue_wait_s`` is refused at once.
 """
 
 from __future__ import annotations
@@ -13,8 +18,9 @@ from dataclasses import dataclass
 
 from turbotts.engine.batch import DecodeItem, PrefillItem, RunnerOutput, SchedulerOutput
 from turbotts.engine.kv import SlotAllocator
+from turbotts.engine.realtime import RealtimePolicy
 from turbotts.engine.sequence import Sequence, SequenceKind, SequenceStatus
-from turbotts.errors import InvalidInputError, QueueFullError
+from turbotts.errors import InvalidInputError, QueueFullError, StreamCapacityError
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,7 @@ class SchedulerConfig:
     max_prefill_tokens: int
     audio_eos_id: int
     text_eos_id: int
+    is_realtime_admission: bool = False  # enforce the real-time policy (it measures either way)
 
 
 @dataclass(frozen=True)
@@ -41,11 +48,13 @@ class SequenceUpdate:
 class Scheduler:
     """Owns every sequence's status; the engine core asks it what to run."""
 
-    def __init__(self, config: SchedulerConfig) -> None:
+    def __init__(self, config: SchedulerConfig, realtime: RealtimePolicy | None = None) -> None:
         self.config = config
+        self.realtime = realtime  # measures step times; enforced when config.is_realtime_admission
         self._slots = SlotAllocator(config.num_slots)
         self._waiting: deque[Sequence] = deque()
         self._running: dict[int, Sequence] = {}
+        self.num_refused_realtime = 0
 
     @property
     def num_waiting(self) -> int:
@@ -71,6 +80,7 @@ class Scheduler:
         Raises:
             QueueFullError: the waiting queue is at ``max_waiting``.
             InvalidInputError: the prompt does not fit in one KV slot.
+            StreamCapacityError: a stream would wait longer than ``max_queue_wait_s``.
         """
         if seq.num_prompt_tokens >= self.config.max_seq_len:
             raise InvalidInputError(
@@ -79,7 +89,24 @@ class Scheduler:
             )
         if not self.can_add():
             raise QueueFullError(f"the waiting queue is full ({self.config.max_waiting}); retry later")
+        if seq.is_realtime:
+            self._check_queue_wait(seq)
         self._waiting.append(seq)
+
+    def _check_queue_wait(self, seq: Sequence) -> None:
+        policy = self.realtime
+        if policy is None or not self.config.is_realtime_admission or policy.config.max_queue_wait_s <= 0:
+            return
+        expected_steps = min(seq.sampling.max_new_tokens, self.config.max_seq_len - seq.num_prompt_tokens)
+        wait_s = policy.queue_wait_s(len(self._running), len(self._waiting), expected_steps)
+        max_wait_s = policy.config.max_queue_wait_s
+        if wait_s > max_wait_s:
+            self.num_refused_realtime += 1
+            raise StreamCapacityError(
+                f"no real-time stream slot soon: about {wait_s:.1f} s of queue for {policy.admission_limit} "
+                f"real-time stream(s) (max_queue_wait_s={max_wait_s:g}); retry later or on another replica",
+                retry_after_s=wait_s - max_wait_s,
+            )
 
     def add_priority(self, seq: Sequence) -> None:
         """Queue a follow-up sequence of admitted work (refine -> codes) at the front.
@@ -98,7 +125,7 @@ class Scheduler:
         prefill: list[PrefillItem] = []
         num_prefill_tokens = 0
         while self._waiting and self._slots.can_allocate():
-            if len(self._running) >= self.config.max_batch_size:
+            if len(self._running) >= self._batch_limit(self._waiting[0]):
                 break
             seq = self._waiting[0]
             if prefill and num_prefill_tokens + seq.num_prompt_tokens > self.config.max_prefill_tokens:
@@ -106,10 +133,25 @@ class Scheduler:
             self._waiting.popleft()
             self._admit(seq)
             num_prefill_tokens += seq.num_prompt_tokens
-            prefill.append(
-                PrefillItem(seq.seq_id, self._slot_of(seq), seq.kind, seq.prompt_ids, seq.voice, seq.sampling, seq.seed)
+            slot = self._slot_of(seq)
+            item = PrefillItem(
+                seq.seq_id, slot, seq.kind, seq.prompt_ids, seq.voice, seq.sampling, seq.seed, seq.prompt_codes
             )
+            prefill.append(item)
         return SchedulerOutput(prefill=prefill, decode=decode)
+
+    def _batch_limit(self, seq: Sequence) -> int:
+        """How many may run once ``seq`` starts: the real-time limit when a stream is (or would be) in the batch."""
+        if self.realtime is None or not self.config.is_realtime_admission:
+            return self.config.max_batch_size
+        if seq.is_realtime or any(s.is_realtime for s in self._running.values()):
+            return min(self.realtime.admission_limit, self.config.max_batch_size)
+        return self.config.max_batch_size
+
+    def observe_step(self, num_prefill: int, num_decode: int, duration_s: float) -> None:
+        """The engine core's step time: pure decode steps teach the real-time policy."""
+        if self.realtime is not None and num_prefill == 0:
+            self.realtime.observe_step(num_decode, duration_s)
 
     def update(self, output: RunnerOutput) -> list[SequenceUpdate]:
         """Record the sampled ids, decide who finished, free their slots."""
@@ -156,6 +198,11 @@ class Scheduler:
 
     def _finish(self, seq: Sequence, status: SequenceStatus) -> None:
         seq.status = status
+        is_ended_stream = (
+            seq.is_realtime and seq.kind is SequenceKind.CODE and status is not SequenceStatus.FINISHED_ABORTED
+        )
+        if self.realtime is not None and is_ended_stream:
+            self.realtime.observe_finished_stream(seq.num_generated)
         del self._running[seq.seq_id]
         slot = self._slot_of(seq)
         self._slots.free(slot)

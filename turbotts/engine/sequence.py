@@ -43,8 +43,11 @@ class Sequence:
     Attributes:
         prompt_ids: text token ids of the decorated prompt (no padding).
         voice: official voice string placed at ``[spk_emb]``, or None.
+        prompt_codes: audio codes after the text (a reference clip, zero-shot voice), one list
+            of num_vq ids per position; they take KV space like text tokens.
         seed: sampler seed (the engine draws one when the caller gave none).
         output_ids: generated ids; for CODE one list of num_vq ids per step.
+        is_realtime: part of a stream a listener plays as it arrives (real-time admission applies).
     """
 
     seq_id: int
@@ -53,15 +56,17 @@ class Sequence:
     sampling: SamplingParams
     seed: int
     voice: str | None = None
+    prompt_codes: list[list[int]] = field(default_factory=list)
     status: SequenceStatus = SequenceStatus.WAITING
     slot: int | None = None
     output_ids: list[list[int]] = field(default_factory=list)
     max_new_tokens: int = 0  # set on admission: min(sampling.max_new_tokens, room left in the slot)
     is_abort_requested: bool = False
+    is_realtime: bool = False
 
     @property
     def num_prompt_tokens(self) -> int:
-        return len(self.prompt_ids)
+        return len(self.prompt_ids) + len(self.prompt_codes)
 
     @property
     def num_generated(self) -> int:

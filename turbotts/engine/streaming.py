@@ -72,7 +72,7 @@ class AudioStream:
         else:
             if not self.is_streaming:
                 return None
-            stable_frames = self.num_frames - self.config.lookahead_frames
+            stable_frames = self.num_frames - self._lookahead_frames()
             due = self._frames_due()
             if stable_frames - emitted_frames < due:
                 return None
@@ -87,6 +87,12 @@ class AudioStream:
             keep_from=self.num_emitted_samples - offset,
             keep_to=end_sample - offset,
         )
+
+    def _lookahead_frames(self) -> int:
+        """The first chunk holds back less, for a lower time to first audio (see StreamingConfig)."""
+        if self.num_chunks == 0:
+            return self.config.first_chunk_lookahead_frames
+        return self.config.lookahead_frames
 
     def _frames_due(self) -> int:
         """First chunk, then chunk_frames doubling up to max_chunk_frames."""

@@ -35,8 +35,10 @@ from typing import Literal
 from turbotts.errors import InvalidInputError
 
 DegradeMode = Literal["off", "shed", "fallback"]
-#: Every reason a request can be refused for (bounded: usable as a metric label).
-REASONS = ("queue", "kv_slots", "memory", "device_memory", "slo")
+#: Every reason a request can be refused for (bounded: usable as a metric label). ``realtime`` is not
+#: decided here but by the engine's real-time admission (``turbotts.engine.realtime``): a stream that
+#: would wait longer than ``max_queue_wait_s`` for a real-time slot; it shares the metric and the 503.
+REASONS = ("queue", "kv_slots", "memory", "device_memory", "slo", "realtime")
 
 
 @dataclass(frozen=True)

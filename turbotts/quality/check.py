@@ -14,7 +14,6 @@ baseline for other sentences).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,61 +32,40 @@ from turbotts.cli_options import (
     QuantOpt,
     model_source,
 )
+from turbotts.errors import InvalidInputError
+from turbotts.quality.baseline import (
+    SAMPLING_SEED,
+    SENTENCES,
+    VOICE_SEED,
+    Baseline,
+    fixed_params,
+    load_baseline,
+    write_baseline,
+)
 from turbotts.quality.mcd import mcd_from_cepstra, mel_cepstrum
 
 quality_app = typer.Typer(no_args_is_help=True, help="Audio quality checks.")
-
-SENTENCES = (
-    "The quick brown fox jumps over the lazy dog.",
-    "今天天气很好，我们一起去公园散步吧。",
-    "Please call me back at five thirty tomorrow.",
-)
-VOICE_SEED = 7
-SAMPLING_SEED = 1234
 FAILED = 1
 
 
 def synthesize_fixed(model: Any, max_new_tokens: int) -> list[np.ndarray]:
-    """The check's deterministic synthesis: greedy, fixed voice and seed, no refine."""
+    """The check's deterministic synthesis (:func:`fixed_params`) of the fixed sentences."""
     from turbotts.api import TTS
-    from turbotts.params import SamplingParams, SynthesisParams
 
-    params = SynthesisParams(
-        code=SamplingParams(greedy=True, max_new_tokens=max_new_tokens),
-        voice_seed=VOICE_SEED,
-        seed=SAMPLING_SEED,
-        refine_text=False,
-    )
-    return TTS(model).synthesize(list(SENTENCES), params)
+    return TTS(model).synthesize(list(SENTENCES), fixed_params(max_new_tokens))
 
 
-def write_baseline(path: Path, cepstra: list[np.ndarray], metadata: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arrays: dict[str, Any] = {f"cepstra_{i}": c for i, c in enumerate(cepstra)}
-    arrays["metadata"] = np.array(json.dumps(metadata))
-    with path.open("wb") as f:  # a file object: np.savez would append .npz to a bare name
-        np.savez_compressed(f, **arrays)
-
-
-def read_baseline(path: Path) -> tuple[list[np.ndarray], dict[str, Any]]:
-    """Cepstra and metadata of a baseline file.
+def read_baseline(path: Path) -> Baseline:
+    """The baseline at ``path``.
 
     Raises:
-        typer.Exit: (code 2) the file is missing or not a baseline.
+        typer.Exit: (code 2) the file is missing, not a baseline, or made for other sentences.
     """
-    if not path.is_file():
-        typer.secho(
-            f"error: baseline {path} does not exist; create it with --write-baseline", err=True, fg=typer.colors.RED
-        )
-        raise typer.Exit(USAGE_ERROR)
     try:
-        with np.load(path) as data:
-            metadata = json.loads(str(data["metadata"]))
-            cepstra = [data[f"cepstra_{i}"] for i in range(len(metadata["sentences"]))]
-    except (OSError, ValueError, KeyError) as exc:
-        typer.secho(f"error: {path} is not a quality baseline ({exc}); write it again", err=True, fg=typer.colors.RED)
+        return load_baseline(path)
+    except InvalidInputError as exc:
+        typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
         raise typer.Exit(USAGE_ERROR) from exc
-    return cepstra, metadata
 
 
 @quality_app.command("check")
@@ -108,28 +86,23 @@ def quality_check(
     """Synthesize fixed sentences and fail (exit 1) if their mean MCD to the baseline exceeds the threshold."""
     from turbotts.sources import load_model
 
-    stored: list[np.ndarray] = []
-    meta: dict[str, Any] = {}
-    if not write:
-        stored, meta = read_baseline(baseline)  # fail on a bad baseline before loading weights
-        if tuple(meta["sentences"]) != SENTENCES:
-            typer.secho(f"error: {baseline} was made for other sentences; write it again", err=True, fg="red")
-            raise typer.Exit(USAGE_ERROR)
+    stored = None if write else read_baseline(baseline)  # fail on a bad baseline before loading weights
     source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
     model = load_model(source, device=device, dtype=dtype, quant=quant)
     cepstra = [mel_cepstrum(wav, model.sample_rate_hz) for wav in synthesize_fixed(model, max_new_tokens)]
     settings = {"dtype": dtype, "quant": quant, "device": device, "max_new_tokens": max_new_tokens}
-    if write:
+    if stored is None:
         metadata = {"fingerprint": model.fingerprint, "is_dummy": model.is_dummy, "sentences": list(SENTENCES),
                     "voice_seed": VOICE_SEED, "seed": SAMPLING_SEED, "greedy": True, "refine_text": False,
                     "sample_rate_hz": model.sample_rate_hz, "settings": settings}
         write_baseline(baseline, cepstra, metadata)
         typer.echo(f"wrote baseline {baseline} ({len(cepstra)} sentences, model {model.fingerprint})")
         return
+    meta = stored.metadata
     if meta.get("fingerprint") != model.fingerprint:
         typer.secho(f"warning: the baseline was made from other weights ({meta.get('fingerprint')})", err=True)
-    mcds = [mcd_from_cepstra(ref, new) for ref, new in zip(stored, cepstra, strict=True)]
-    for sentence, ref, new, value in zip(SENTENCES, stored, cepstra, mcds, strict=True):
+    mcds = [mcd_from_cepstra(ref, new) for ref, new in zip(stored.cepstra, cepstra, strict=True)]
+    for sentence, ref, new, value in zip(SENTENCES, stored.cepstra, cepstra, mcds, strict=True):
         frames = f"{len(new)} frames" + ("" if len(ref) == len(new) else f" (baseline {len(ref)})")
         typer.echo(f"{value:8.3f} dB  {frames}  {sentence}")
     mean = float(np.mean(mcds))

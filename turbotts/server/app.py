@@ -21,18 +21,21 @@ from turbotts.engine.async_engine import AsyncEngine
 from turbotts.engine.core import EngineCore
 from turbotts.errors import TurboTTSError
 from turbotts.guard.apikeys import APIKeyStore
+from turbotts.model.reference import encode_reference
+from turbotts.quality.baseline import Baseline, load_baseline
 from turbotts.server.connections import open_connections
 from turbotts.server.context import install_log_filter, route_segments
 from turbotts.server.errors import install_error_handlers
 from turbotts.server.guards import Guards, build_guards, watch_pressure
 from turbotts.server.metrics import Metrics
 from turbotts.server.middleware import RequestContextMiddleware
+from turbotts.server.quality_monitor import QualityMonitor
 from turbotts.server.redis_voices import RedisVoiceStore
-from turbotts.server.routes import admin, health, speech, voices, ws
+from turbotts.server.routes import admin, health, playground, speech, voices, ws
 from turbotts.server.service import SpeechService
 from turbotts.server.settings import ServerSettings
 from turbotts.server.speech_job import ClipSource
-from turbotts.server.voice_service import VoiceService
+from turbotts.server.voice_service import VoiceModel, VoiceService
 from turbotts.server.voices import VoiceStore
 from turbotts.sources import load_model
 
@@ -63,6 +66,47 @@ def _reload_on_sighup(guards: Guards) -> bool:
     return True
 
 
+def _voice_model(engine: AsyncEngine) -> VoiceModel:
+    model = engine.core.model
+    dvae = model.modules.dvae
+    return VoiceModel(
+        hidden_size=model.config.gpt.hidden_size,
+        sample_rate_hz=model.sample_rate_hz,
+        random_voice=engine.core.runner.random_voice,
+        encode_clip=lambda samples: encode_reference(dvae, samples),
+    )
+
+
+def _quality_baseline(settings: ServerSettings) -> Baseline | None:
+    """The live quality monitor's baseline, if ``quality_baseline`` is set (InvalidInputError if it is bad)."""
+    if settings.quality_baseline is None:
+        return None
+    return load_baseline(settings.quality_baseline.expanduser())
+
+
+def _start_quality_monitor(
+    app: FastAPI, engine: AsyncEngine, baseline: Baseline | None, fingerprint: str
+) -> asyncio.Task[None] | None:
+    """The monitor's task (None without a baseline); it yields to user work (see quality_monitor)."""
+    if baseline is None:
+        return None
+    settings: ServerSettings = app.state.settings
+    if baseline.metadata.get("fingerprint") != fingerprint:
+        logger.warning("the quality baseline was made from other weights (%s)", baseline.metadata.get("fingerprint"))
+    monitor = QualityMonitor(
+        engine, baseline, settings.quality_interval_s, settings.quality_threshold_db, app.state.metrics,
+        num_http_in_flight=lambda: getattr(app.state, "num_in_flight", 0),
+    )  # fmt: skip
+    return asyncio.create_task(monitor.run())
+
+
+async def _cancel(task: asyncio.Task[None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def _voice_store(settings: ServerSettings) -> VoiceStore | RedisVoiceStore:
     """Redis when replicas share the voices (``voice_store``), else this process's SQLite file."""
     if settings.uses_redis_voices() and settings.redis_url is not None:
@@ -76,6 +120,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     install_log_filter(app.state.path_segments)
     logger.info("settings: %s", settings.summary())
     try:
+        baseline = _quality_baseline(settings)  # a bad file fails start-up before the weights load
         source = settings.model_source()
         model = await asyncio.to_thread(
             load_model, source, device=settings.device, dtype=settings.dtype, quant=settings.quant
@@ -94,7 +139,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.startup_error = exc
         raise
     engine = AsyncEngine(EngineCore(model, settings.engine_config()))
-    voices = VoiceService(_voice_store(settings), model.config.gpt.hidden_size)
+    voices = VoiceService(_voice_store(settings), _voice_model(engine), settings.reference_limits())
     app.state.engine = engine
     app.state.api_keys = api_keys
     app.state.guards = guards
@@ -102,22 +147,23 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.service = SpeechService(engine, voices, settings, app.state.metrics, guards, fallback)
     app.state.is_draining = False
     watcher = asyncio.create_task(watch_pressure(guards.admission, engine, settings.device))
+    monitor = _start_quality_monitor(app, engine, baseline, model.fingerprint)
     has_sighup = _reload_on_sighup(guards)
     logger.info(
-        "ready: %s model, %d KV slots, auth %s, redis %s, watermark %s, blocklist %s",
+        "ready: %s model, %d KV slots, auth %s, redis %s, watermark %s, blocklist %s, quality monitor %s",
         "dummy" if model.is_dummy else "real", engine.stats.num_free_slots, "on" if api_keys.is_enabled else "off",
         "on" if connections.redis is not None else "off", "on" if guards.watermark_key else "off",
         ("on (SIGHUP reloads)" if has_sighup else "on") if guards.content_filter else "off",
+        f"every {settings.quality_interval_s:g} s" if monitor else "off",
     )  # fmt: skip
     try:
         yield
     finally:
         app.state.is_draining = True
         logger.info("shutting down: finishing in-flight work for up to %.1f s", settings.shutdown_grace_s)
+        await _cancel(monitor)  # first: the drain waits for user work, not for a quality round
         await engine.shutdown(settings.shutdown_grace_s)
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
+        await _cancel(watcher)
         if has_sighup:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         await connections.close()
@@ -137,9 +183,11 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     app.state.startup_error = None
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware)
-    routers = [module.router for module in (speech, voices, ws, health, admin)]
+    routers = [module.router for module in (speech, voices, ws, health, admin, playground)]
     for router in routers:
         app.include_router(router)
+    static_paths = playground.mount_static(app)
     paths = [getattr(route, "path", "") for routes in [app.routes, *(r.routes for r in routers)] for route in routes]
+    paths += static_paths
     app.state.path_segments = route_segments(paths)  # access lines keep these words of a path, hash the rest
     return app

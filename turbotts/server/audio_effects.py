@@ -229,6 +229,11 @@ class SegmentJoiner:
     Usage: ``add(chunk)`` for each chunk of the current segment, ``end_segment()``
     when it is complete, and ``finish()`` after the last one; all return the samples
     that are final.
+
+    For captions, ``segment_start`` is where the current segment's first sample
+    lands in the joined stream (the start of its crossfade), known once that sample
+    is placed; ``num_started`` counts the segments placed so far (a segment with no
+    audio is never placed).
     """
 
     def __init__(self, crossfade_ms: float = 20.0, sample_rate_hz: int = 24000) -> None:
@@ -239,10 +244,18 @@ class SegmentJoiner:
         self._held = np.zeros(0, dtype=np.float32)  # end of the stream, not yet returned
         self._head = np.zeros(0, dtype=np.float32)  # start of the segment, waiting to be blended
         self._is_blending = False  # a boundary is open: the current segment's head is not blended yet
+        self._num_emitted = 0
+        self._is_placed = False  # the current segment's first sample has a position
+        self.segment_start = 0
+        self.num_started = 0
 
     def add(self, chunk: np.ndarray) -> np.ndarray:
         """Append a chunk of the current segment; return the samples that can be sent."""
         samples = np.asarray(chunk, dtype=np.float32).reshape(-1)
+        if samples.size == 0:
+            return samples
+        if not self._is_blending and not self._is_placed:
+            self._place(self._num_emitted + self._held.size)
         if self._is_blending:
             self._head = np.concatenate([self._head, samples])
             if self._head.size < self._held.size:
@@ -259,6 +272,7 @@ class SegmentJoiner:
             self._blend()
             out = self._emit(keep=self._num_fade)
         self._is_blending = self._num_fade > 0 and self._held.size > 0
+        self._is_placed = False
         return out
 
     def finish(self) -> np.ndarray:
@@ -271,12 +285,20 @@ class SegmentJoiner:
     def _blend(self) -> None:
         """Overlap the held tail with the head of the new segment."""
         k = min(self._held.size, self._head.size)
+        if self._head.size:
+            self._place(self._num_emitted + self._held.size - k)
         fade = crossfade(self._held[self._held.size - k :], self._head[:k])
         self._held = np.concatenate([self._held[: self._held.size - k], fade, self._head[k:]])
         self._head = np.zeros(0, dtype=np.float32)
         self._is_blending = False
 
+    def _place(self, position: int) -> None:
+        self.segment_start = position
+        self._is_placed = True
+        self.num_started += 1
+
     def _emit(self, keep: int) -> np.ndarray:
         cut = max(self._held.size - keep, 0)
         out, self._held = self._held[:cut], self._held[cut:]
+        self._num_emitted += out.size
         return out

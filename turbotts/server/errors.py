@@ -27,10 +27,14 @@ from turbotts.errors import (
     OverloadedError,
     QueueFullError,
     RateLimitedError,
+    ReferenceAudioError,
+    ReferenceTooLargeError,
     ServiceUnavailableError,
+    SSMLError,
     TurboTTSError,
     UnknownModelError,
     VoiceExistsError,
+    VoiceMixError,
     VoiceNotFoundError,
 )
 from turbotts.redaction import describe_exception
@@ -40,10 +44,14 @@ logger = logging.getLogger(__name__)
 # (status, type, code), most specific class first
 _MAPPING: tuple[tuple[type[BaseException], int, str, str], ...] = (
     (InputTooLongError, 413, "invalid_request_error", "input_too_long"),
+    (ReferenceTooLargeError, 413, "invalid_request_error", "reference_too_large"),
+    (ReferenceAudioError, 400, "invalid_request_error", "invalid_reference_audio"),
+    (VoiceMixError, 400, "invalid_request_error", "invalid_voice_mix"),
     (UnknownModelError, 404, "invalid_request_error", "model_not_found"),
     (VoiceNotFoundError, 404, "invalid_request_error", "voice_not_found"),
     (VoiceExistsError, 409, "invalid_request_error", "voice_exists"),
     (ContentFilteredError, 400, "invalid_request_error", "content_filtered"),
+    (SSMLError, 400, "invalid_request_error", "invalid_ssml"),
     (InvalidInputError, 400, "invalid_request_error", "invalid_input"),
     (AuthenticationError, 401, "authentication_error", "invalid_api_key"),
     (RateLimitedError, 429, "rate_limit_error", "rate_limit_exceeded"),

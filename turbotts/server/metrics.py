@@ -119,10 +119,34 @@ class Metrics:
         self.admission_rejections = Counter(
             "turbotts_admission_rejections_total", "Requests refused by admission control.", ["reason"], registry=r
         )
+        self.realtime_capacity = Gauge(
+            "turbotts_realtime_capacity_streams",
+            "Streams the engine keeps at or above real time plus margin (learned or overridden).",
+            registry=r,
+        )
+        self._num_refused_realtime = 0  # the engine's count already moved into admission_rejections
         self.degraded = Counter("turbotts_degraded_responses_total", "Fallback-clip answers.", ["mode"], registry=r)
         self.content_filtered = Counter(
             "turbotts_content_filtered_total", "Requests refused by the blocklist.", registry=r
         )
+        self.quality_mcd_db = Gauge(
+            "turbotts_quality_mcd_db",
+            "Mel-cepstral distortion of a baseline sentence against the quality baseline (last measured round).",
+            ["sentence"],
+            registry=r,
+        )
+        self.quality_threshold_db = Gauge(
+            "turbotts_quality_threshold_db", "Mean MCD above which the quality monitor warns.", registry=r
+        )
+        self.quality_rounds = Counter(
+            "turbotts_quality_rounds_total", "Quality monitor rounds by outcome (measured, skipped, failed).",
+            ["outcome"], registry=r,
+        )  # fmt: skip
+        self.quality_last_measured_s = Gauge(
+            "turbotts_quality_last_measured_timestamp_seconds",
+            "Unix time of the last measured quality round (before the first: the monitor's start; 0: monitor off).",
+            registry=r,
+        )  # fmt: skip
         self.guards = _GuardCollector()
         r.register(self.guards)
 
@@ -133,6 +157,10 @@ class Metrics:
         self.free_slots.set(stats.num_free_slots)
         self.engine_steps.set(stats.num_steps)
         self.tokens_per_s.set(stats.tokens_per_s)
+        self.realtime_capacity.set(stats.realtime_capacity)
+        if stats.num_refused_realtime > self._num_refused_realtime:  # the engine counts; the metric follows
+            self.admission_rejections.labels("realtime").inc(stats.num_refused_realtime - self._num_refused_realtime)
+            self._num_refused_realtime = stats.num_refused_realtime
 
     def observe_segments_in_flight(self, change: int, num_in_request: int) -> None:
         """A request's look-ahead moved by ``change`` and now holds ``num_in_request`` segments."""

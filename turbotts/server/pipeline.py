@@ -3,9 +3,10 @@
 One request becomes a sequence of segments (sentences or packed sentences).
 A feeder task starts segment synthesis while at most ``max_in_flight`` segments
 are started but not yet fully streamed (a ring of two by default: the one being
-sent and the next one). The consumer streams segment after segment through a
-:class:`SegmentJoiner` (a short crossfade at each boundary), so however long the
-text, memory holds at most ``max_in_flight`` segments of audio. Every segment
+sent and the next one). The consumer streams segment after segment through an
+:class:`AudioAssembler` (a short crossfade at each boundary, time-stretch, exact
+pauses, and the caption :class:`Timeline`), so however long the text, memory holds
+at most ``max_in_flight`` segments of audio. Every segment
 uses the same :class:`SynthesisParams` (voice and seed), so the voice stays the
 same across the request. No FastAPI here.
 """
@@ -24,7 +25,9 @@ import numpy as np
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.errors import InvalidInputError
 from turbotts.params import SynthesisParams
-from turbotts.server.audio_effects import SegmentJoiner, StreamTimeStretcher
+from turbotts.server.assembler import AudioAssembler
+from turbotts.server.timeline import Timeline, caption_text
+from turbotts.text.plan import Pause, Utterance, as_utterance
 from turbotts.text.sanitize import sanitize
 from turbotts.text.segment import SentenceBuffer, is_speakable, split_text
 
@@ -71,17 +74,23 @@ class EngineSource:
     """Every segment straight from the engine, streamed chunk by chunk."""
 
     def __init__(
-        self, engine: AsyncEngine, params: SynthesisParams, on_request: Callable[[], None] | None = None
+        self,
+        engine: AsyncEngine,
+        params: SynthesisParams,
+        on_request: Callable[[], None] | None = None,
+        *,
+        is_realtime: bool = True,
     ) -> None:
         self.engine = engine
         self.params = params
         self._on_request = on_request  # counts engine requests (a metric)
+        self.is_realtime = is_realtime  # False: the client gets the audio whole (flac), so it is batch work
 
     async def run(self, text: str, request_id: str, emit: Emit) -> int:
         if self._on_request is not None:
             self._on_request()
         num_frames = 0
-        outputs = self.engine.generate(text, self.params, request_id=request_id)
+        outputs = self.engine.generate(text, self.params, request_id=request_id, is_realtime=self.is_realtime)
         try:
             async for output in outputs:
                 if output.audio.size:
@@ -98,10 +107,12 @@ class EngineSource:
 class _Segment:
     """One segment being synthesized; its audio chunks wait in a queue for the consumer."""
 
-    def __init__(self, source: SegmentSource, text: str, request_id: str) -> None:
+    def __init__(self, source: SegmentSource, utterance: Utterance, caption: str, request_id: str) -> None:
         self.chunks: asyncio.Queue[np.ndarray | BaseException | None] = asyncio.Queue()
         self.num_frames = 0
-        self.task = asyncio.create_task(self._run(source, text, request_id))
+        self.utterance = utterance
+        self.caption = caption
+        self.task = asyncio.create_task(self._run(source, utterance.text, request_id))
 
     async def _run(self, source: SegmentSource, text: str, request_id: str) -> None:
         try:
@@ -111,43 +122,15 @@ class _Segment:
             self.chunks.put_nowait(exc)
 
 
-async def _next_segment(ring: asyncio.Queue[object]) -> _Segment | None:
-    """The next started segment from the feeder; None at the end; the text source's error raises here."""
+async def _next_segment(ring: asyncio.Queue[object]) -> _Segment | Pause | None:
+    """The next started segment (or pause) from the feeder; None at the end; the text source's error raises here."""
     item = await ring.get()
     if item is _END:
         return None
     if isinstance(item, BaseException):
         raise item
-    assert isinstance(item, _Segment)
+    assert isinstance(item, _Segment | Pause)
     return item
-
-
-class _PostProcess:
-    """Joins segments (crossfade), time-stretches, and counts the samples that leave."""
-
-    def __init__(self, stretch_rate: float, sample_rate_hz: int, tally: SynthesisTally) -> None:
-        self.joiner = SegmentJoiner(sample_rate_hz=sample_rate_hz)
-        self.stretcher = StreamTimeStretcher(stretch_rate, sample_rate_hz) if stretch_rate != 1.0 else None
-        self.tally = tally
-
-    def _out(self, pcm: np.ndarray) -> np.ndarray:
-        out = self.stretcher.process(pcm) if self.stretcher is not None and pcm.size else pcm
-        self.tally.num_samples += out.size
-        return out
-
-    def add(self, chunk: np.ndarray) -> np.ndarray:
-        return self._out(self.joiner.add(chunk))
-
-    def end_segment(self) -> np.ndarray:
-        return self._out(self.joiner.end_segment())
-
-    def finish(self) -> np.ndarray:
-        tail = self._out(self.joiner.finish())
-        if self.stretcher is None:
-            return tail
-        flushed = self.stretcher.flush()
-        self.tally.num_samples += flushed.size
-        return np.concatenate([tail, flushed])
 
 
 class SegmentPipeline:
@@ -165,6 +148,7 @@ class SegmentPipeline:
         count_tokens: Callable[[str], int] | None = None,
         source: SegmentSource | None = None,
         observe_in_flight: Callable[[int, int], None] | None = None,
+        spoken_text: Callable[[str], str] | None = None,
     ) -> None:
         self.engine = engine
         self.params = params
@@ -175,6 +159,8 @@ class SegmentPipeline:
         self.count_tokens = count_tokens
         self.source = source or EngineSource(engine, params)
         self.tally = SynthesisTally()
+        self.timeline = Timeline(sample_rate_hz)
+        self._spoken_text = spoken_text  # the text as the model says it (front end), for captions
         self._ids = itertools.count()
         self._observe_in_flight = observe_in_flight  # (change, segments now in flight): a metric
         self.num_in_flight = 0
@@ -185,8 +171,10 @@ class SegmentPipeline:
         if self._observe_in_flight is not None:
             self._observe_in_flight(change, self.num_in_flight)
 
-    async def audio(self, segments: AsyncIterable[str]) -> AsyncIterator[np.ndarray]:
-        """Float32 audio of every segment, in order, crossfaded and time-stretched.
+    async def audio(self, segments: AsyncIterable[str | Utterance | Pause]) -> AsyncIterator[np.ndarray]:
+        """Float32 audio of every segment, in order, crossfaded and time-stretched, pauses as exact silence.
+
+        ``self.timeline`` places each segment as its audio leaves (captions).
 
         Raises:
             InvalidInputError: no segment could be synthesized (the last segment's error).
@@ -195,10 +183,14 @@ class SegmentPipeline:
         slots = asyncio.Semaphore(self.max_in_flight)
         ring: asyncio.Queue[object] = asyncio.Queue()
         feeder = asyncio.create_task(self._feed(segments, slots, ring))
-        post = _PostProcess(self.stretch_rate, self.sample_rate_hz, self.tally)
+        post = AudioAssembler(self.stretch_rate, self.sample_rate_hz, self.tally, self.timeline)
         started: list[_Segment] = []
         try:
             while (segment := await _next_segment(ring)) is not None:
+                if isinstance(segment, Pause):
+                    if (pcm := post.pause(segment.duration_ms)).size:
+                        yield pcm
+                    continue
                 started.append(segment)
                 try:
                     async for pcm in self._segment_audio(segment, post):
@@ -214,8 +206,10 @@ class SegmentPipeline:
         finally:
             await self._stop(feeder, ring, started)
 
-    async def _segment_audio(self, segment: _Segment, post: _PostProcess) -> AsyncIterator[np.ndarray]:
+    async def _segment_audio(self, segment: _Segment, post: AudioAssembler) -> AsyncIterator[np.ndarray]:
         """One segment's audio as it arrives; a segment with nothing speakable is skipped, not fatal."""
+        if (pcm := post.begin_segment(segment.caption, segment.utterance.rate)).size:
+            yield pcm
         while (chunk := await segment.chunks.get()) is not None:
             if isinstance(chunk, InvalidInputError):
                 self._last_error = chunk  # e.g. nothing speakable once normalized
@@ -244,14 +238,23 @@ class SegmentPipeline:
         if self.num_in_flight:
             self._count_in_flight(-self.num_in_flight)
 
-    async def _feed(self, segments: AsyncIterable[str], slots: asyncio.Semaphore, ring: asyncio.Queue[object]) -> None:
+    def _caption(self, text: str) -> str:
+        return caption_text(self._spoken_text(text) if self._spoken_text is not None else text)
+
+    async def _feed(
+        self, segments: AsyncIterable[str | Utterance | Pause], slots: asyncio.Semaphore, ring: asyncio.Queue[object]
+    ) -> None:
         try:
-            async for text in segments:
+            async for item in segments:
+                if isinstance(item, Pause):
+                    ring.put_nowait(item)
+                    continue
+                utterance = as_utterance(item)
                 await slots.acquire()
                 if self.count_tokens is not None:
-                    self.tally.num_input_tokens += self.count_tokens(text)
+                    self.tally.num_input_tokens += self.count_tokens(utterance.text)
                 request_id = f"{self.request_id}.{next(self._ids)}"
-                ring.put_nowait(_Segment(self.source, text, request_id))
+                ring.put_nowait(_Segment(self.source, utterance, self._caption(utterance.text), request_id))
                 self._count_in_flight(+1)
             ring.put_nowait(_END)
         except asyncio.CancelledError:

@@ -36,6 +36,7 @@ class RedisVoiceStore:
     def __init__(self, url: str, key: str = DEFAULT_KEY) -> None:
         self._client = redis.Redis.from_url(url, socket_timeout=_TIMEOUT_S, socket_connect_timeout=_TIMEOUT_S)
         self._key = key
+        self._audio_key = f"{key}:audio"  # kept clips apart, so listing voices never moves them
 
     def close(self) -> None:
         self._client.close()
@@ -63,20 +64,41 @@ class RedisVoiceStore:
             )
         return _decode(value)
 
-    def add(self, name: str, *, seed: int | None = None, voice: str | None = None, **fields: Any) -> Voice:
-        """Save a voice (the caller validated it; ``fields``: any the dataclass adds). Raises: VoiceExistsError."""
+    def audio(self, name: str) -> bytes | None:
+        """The kept reference clip of ``name`` (``keep_audio=true``), else None."""
+        value: bytes | None = self._call("a clip lookup", lambda: self._client.hget(self._audio_key, name))
+        return value
+
+    def ensure_free(self, name: str) -> None:
+        """Raises: VoiceExistsError when ``name`` is built in or saved (checked before costly work)."""
         if name in BUILTIN_VOICE_SEEDS:
             raise VoiceExistsError(f"{name!r} is a built-in voice name; pick another name")
-        record = Voice(name=name, seed=seed, voice=voice, is_builtin=False, created_at=time.time(), **fields)
+        if self._call("a lookup", lambda: self._client.hexists(self._key, name)):
+            raise VoiceExistsError(f"voice {name!r} already exists; delete it first or pick another name")
+
+    def add(
+        self, name: str, *, seed: int | None = None, voice: str | None = None, spk_smp: str | None = None,
+        transcript: str | None = None, audio: bytes | None = None, mix: str | None = None,
+    ) -> Voice:  # fmt: skip
+        """Save a voice (the caller validated it). Raises: VoiceExistsError."""
+        if name in BUILTIN_VOICE_SEEDS:
+            raise VoiceExistsError(f"{name!r} is a built-in voice name; pick another name")
+        record = Voice(
+            name=name, seed=seed, voice=voice, is_builtin=False, created_at=time.time(), spk_smp=spk_smp,
+            transcript=transcript, has_audio=audio is not None, mix=mix,
+        )  # fmt: skip
         payload = json.dumps(dataclasses.asdict(record))
         if not self._call("a save", lambda: self._client.hsetnx(self._key, name, payload)):
             raise VoiceExistsError(f"voice {name!r} already exists; delete it first or pick another name")
+        if audio is not None:
+            self._call("a clip save", lambda: self._client.hset(self._audio_key, name, audio))
         return record
 
     def delete(self, name: str) -> None:
         """Raises: VoiceNotFoundError (built-in voices cannot be deleted either)."""
         if name in BUILTIN_VOICE_SEEDS:
             raise InvalidInputError(f"{name!r} is a built-in voice and cannot be deleted")
+        self._call("a clip delete", lambda: self._client.hdel(self._audio_key, name))
         if not self._call("a delete", lambda: self._client.hdel(self._key, name)):
             raise VoiceNotFoundError(f"voice {name[:MAX_NAME_CHARS]!r} does not exist; nothing was deleted")
 

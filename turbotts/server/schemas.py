@@ -88,7 +88,22 @@ class SpeechRequest(SynthesisOptions):
         default="tts-1", max_length=200, description="tts-1, tts-1-hd, gpt-4o-mini-tts, chattts or turbotts."
     )
     input: str = Field(description="Text to say; ChatTTS control tokens such as [uv_break] pass through.")
+    input_format: Literal["text", "ssml"] | None = Field(
+        default=None,
+        description="ssml: input is an SSML document (the subset in the README); text: plain text, markup "
+        "stripped; unset: SSML when input starts with <speak>, else text.",
+    )
     stream_format: Literal["audio", "sse"] = "audio"
+
+
+class CaptionedSpeechRequest(SpeechRequest):
+    """``POST /v1/audio/speech/captioned``: the speech body, answered with audio and its segment times."""
+
+    stream: bool = Field(
+        default=False,
+        description="false: one JSON object (base64 audio and every segment); true: NDJSON events as they are made "
+        "(speech.audio.delta, speech.audio.segment, speech.audio.done). stream_format is not used here.",
+    )
 
 
 class WsConfig(SynthesisOptions):
@@ -110,26 +125,39 @@ class WsEnd(Utf8Model):
 
 
 class VoiceCreate(Utf8Model):
-    """``POST /v1/voices``: exactly one of ``seed`` and ``voice``."""
+    """``POST /v1/voices`` as JSON: exactly one of ``seed``, ``voice``, ``spk_smp`` (with
+    ``transcript``) and ``mix``. A clip upload is multipart instead (fields name, audio, transcript)."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=VOICE_NAME_PATTERN)
     seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
     voice: str | None = Field(default=None, min_length=1, max_length=100_000, description="An official voice string.")
+    spk_smp: str | None = Field(
+        default=None, min_length=1, max_length=200_000, description="An official audio-prompt string (a clip's codes)."
+    )
+    transcript: str | None = Field(default=None, min_length=1, description="The words spoken in the spk_smp clip.")
+    mix: str | None = Field(default=None, min_length=1, max_length=1000, description="Like alloy*0.7+nova*0.3.")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> VoiceCreate:
-        if (self.seed is None) == (self.voice is None):
-            raise ValueError("give exactly one of seed and voice")
+        given = [f for f in ("seed", "voice", "spk_smp", "mix") if getattr(self, f) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of seed and voice, or spk_smp (with transcript), or mix")
+        if (self.spk_smp is None) != (self.transcript is None):
+            raise ValueError("spk_smp and transcript go together: the transcript is what the clip says")
         return self
 
 
 class VoiceOut(BaseModel):
     name: str
     builtin: bool
+    kind: Literal["seed", "voice", "reference", "mix"] = "seed"
     seed: int | None = None
     has_voice_string: bool = False
+    transcript: str | None = Field(default=None, description="What a reference clip says (kind=reference).")
+    has_audio: bool = Field(default=False, description="The clip itself was kept (keep_audio=true).")
+    mix: str | None = None
     created_at: float = 0.0
 
 
@@ -144,6 +172,24 @@ class Usage(BaseModel):
     total_tokens: int
 
 
+class CaptionSegment(BaseModel):
+    """One segment as spoken and where it lies in the audio (seconds, from sample counts)."""
+
+    index: int
+    text: str
+    start: float
+    end: float
+
+
+class CaptionedSpeech(BaseModel):
+    """Audio (base64 of ``response_format``) and its segments."""
+
+    audio: str
+    response_format: ResponseFormat
+    segments: list[CaptionSegment]
+    usage: Usage
+
+
 class ErrorDetail(BaseModel):
     message: str
     type: str
@@ -155,9 +201,26 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
+class Readiness(BaseModel):
+    """What ``/readyz`` adds when ready: the engine's real-time admission state."""
+
+    admission: Literal["realtime", "off"]
+    realtime_capacity_streams: int  # streams kept at or above real time plus margin
+    is_capacity_measured: bool  # False until a decode step was timed (then one stream may start, as a probe)
+    step_ms_by_batch: dict[int, float]  # the measured mean step time per batch size it learned from
+    running_sequences: int
+    waiting_sequences: int
+
+
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     detail: str | None = None
+
+
+class Ready(Health):
+    """``/readyz``: the health, and when ready the engine's admission state."""
+
+    details: Readiness | None = None
 
 
 class Reloaded(BaseModel):

@@ -1,7 +1,7 @@
 """What the HTTP and WebSocket routes do, without FastAPI: the speech request path, top to bottom.
 
 ``speech`` reads in the order a request lives: check (model, length, text that is
-empty once cleaned, blocklist) -> admit -> plan (voice, seed, speed, sampling) ->
+empty once cleaned or SSML outside the subset, blocklist) -> admit -> plan (voice, seed, speed, sampling) ->
 segments -> look up the cache -> build the segment source once -> a complete
 :class:`SpeechJob`. Every user error raises before any audio is made, so it
 becomes a status code rather than a broken stream. The route then streams the
@@ -14,6 +14,7 @@ logs; segment ``n`` of it is the engine request ``<id>.<n>``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import secrets
@@ -25,7 +26,9 @@ from turbotts.errors import InputTooLongError, InvalidInputError, OverloadedErro
 from turbotts.guard.redact import sensitive_text, text_fields
 from turbotts.guard.watermark import Payload, WatermarkStream
 from turbotts.params import SynthesisParams, user_sampling
+from turbotts.server.assembler import check_rate
 from turbotts.server.audio_effects import speed_plan
+from turbotts.server.audio_encoding import BUFFERED_FORMATS
 from turbotts.server.guards import Guards
 from turbotts.server.metrics import Metrics
 from turbotts.server.pipeline import EngineSource, SegmentPipeline, SegmentSource, sentences_of
@@ -34,8 +37,10 @@ from turbotts.server.schemas import SpeechRequest, SynthesisOptions
 from turbotts.server.settings import ServerSettings
 from turbotts.server.speech_job import ClipSource, SpeechJob, SpeechPlan
 from turbotts.server.voice_service import VoiceService
+from turbotts.text.plan import Pause, PlanItem, Utterance, as_utterance
 from turbotts.text.sanitize import sanitize
 from turbotts.text.segment import is_speakable, split_text
+from turbotts.text.ssml import is_ssml, plan_ssml
 
 KNOWN_MODELS = frozenset({"tts-1", "tts-1-hd", "gpt-4o-mini-tts", "chattts", "turbotts"})
 _REFINE_PROMPT_RE = re.compile(r"^(?:\[(?:oral|laugh|break)_\d\])+$")
@@ -77,10 +82,13 @@ class SpeechService:
 
     async def _speech(self, request: SpeechRequest, request_id: str) -> SpeechJob:
         _check_model(request.model)
-        text = self.clean_input(request.input)
+        items = self.plan_input(request)
         self.check_content(request.input)
         is_degraded = self.admit()
         plan = self.plan(request)
+        for item in items:
+            if isinstance(item, Utterance):
+                check_rate(plan.stretch_rate, item.rate)  # speed times prosody rate: refused before any audio
         described = text_fields(request.input)
         logger.info(
             "speech text_sha256=%s text_len=%d format=%s seeded=%s",
@@ -89,31 +97,51 @@ class SpeechService:
         if is_degraded and self.fallback is not None:
             clip = ClipSource(self.fallback.clip, self.sample_rate_hz)  # a fresh tally per request
             return SpeechJob(plan, clip, iterate([]), self.metrics, is_degraded=True)
-        segments = split_text(text, self.settings.max_segment_chars)
-        cache_level, source = await self._source(plan, segments)
-        return self._job(
-            plan, source, iterate(segments), request_id, watermark_key=request.input, cache_level=cache_level
-        )
+        texts = [as_utterance(item).text for item in items if not isinstance(item, Pause)]
+        cache_level, source = await self._source(plan, texts)
+        return self._job(plan, source, iterate(items), request_id, watermark_key=request.input, cache_level=cache_level)
 
     def text_stream(self, options: SynthesisOptions, pieces: AsyncIterable[str], request_id: str) -> SpeechJob:
         """Plan a synthesis of incrementally arriving text, cut at sentence ends (each checked by the blocklist)."""
         self.admit()  # a degraded server still takes streams: the fallback clip cannot answer arbitrary text
         plan = self.plan(options)
         segments = self._checked(sentences_of(pieces, self.settings.max_segment_chars))
-        source: SegmentSource = self._engine_source(plan.params)
+        source: SegmentSource = self._engine_source(plan)
         if plan.is_deterministic:  # segments are not known yet: nothing to look up, but fill the cache
             source = self.guards.audio_cache.source(source, plan.params, frozenset())
         return self._job(plan, source, segments, request_id, watermark_key=request_id)
 
     # -- checks -------------------------------------------------------------------------
 
-    def clean_input(self, text: str) -> str:
-        """Sanitized text. Raises InputTooLongError (413) or InvalidInputError (nothing to say)."""
+    def plan_input(self, request: SpeechRequest) -> list[str | PlanItem]:
+        """The segments of plain text, or the utterances and pauses of SSML.
+
+        Raises:
+            InputTooLongError, InvalidInputError (nothing to say), SSMLError (400 naming element and position).
+        """
+        is_markup = request.input_format == "ssml" or (request.input_format is None and is_ssml(request.input))
+        if not is_markup:
+            return list(split_text(self.clean_input(request.input), self.settings.max_segment_chars))
+        self.check_length(request.input)
+        items = plan_ssml(request.input, self.settings.max_segment_chars)
+        utterances = [item for item in items if isinstance(item, Utterance)]
+        if not utterances:
+            raise InvalidInputError("the SSML has nothing to say once its markup is read; add some text")
+        for utterance in utterances:  # what <sub> and <say-as> produced, too
+            self.check_content(utterance.text)
+        return list(items)
+
+    def check_length(self, text: str) -> None:
+        """Raises InputTooLongError (413) for input longer than ``max_input_chars``."""
         if len(text) > self.settings.max_input_chars:
             raise InputTooLongError(
                 f"input is {len(text)} characters; this server takes at most {self.settings.max_input_chars}. "
                 "Split the text into several requests, or use the WebSocket endpoint for long text"
             )
+
+    def clean_input(self, text: str) -> str:
+        """Sanitized text. Raises InputTooLongError (413) or InvalidInputError (nothing to say)."""
+        self.check_length(text)
         cleaned = sanitize(text)
         if not is_speakable(cleaned):
             raise InvalidInputError("input has nothing to say once markup, emoji and symbols are removed")
@@ -156,7 +184,7 @@ class SpeechService:
     def plan(self, options: SynthesisOptions) -> SpeechPlan:
         """Resolve voice, seed, speed and sampling into one :class:`SynthesisParams`."""
         warnings: list[str] = []
-        voice, voice_seed = self.voices.resolve(options.voice)
+        resolved = self.voices.resolve(options.voice)
         token, rate = speed_plan(options.speed)
         refine_prompt = ""
         if options.instructions:
@@ -176,8 +204,9 @@ class SpeechService:
         params = SynthesisParams(
             code=code,
             refine=refine,
-            voice=voice,
-            voice_seed=voice_seed,
+            voice=resolved.voice,
+            voice_seed=resolved.voice_seed,
+            reference=resolved.reference,
             seed=options.seed if options.seed is not None else secrets.randbits(63),
             prompt=f"[speed_{token}]" if token is not None else "[speed_5]",
             refine_prompt=refine_prompt,
@@ -187,15 +216,18 @@ class SpeechService:
         bit_rate_kbps = self.settings.bit_rate_kbps(fmt)
         return SpeechPlan(params, fmt, rate, tuple(warnings), options.seed is not None, bit_rate_kbps)
 
-    def _engine_source(self, params: SynthesisParams) -> EngineSource:
-        return EngineSource(self.engine, params, on_request=self.metrics.engine_requests.inc)
+    def _engine_source(self, plan: SpeechPlan) -> EngineSource:
+        """Streamed formats are real-time work (a listener plays them as they come); buffered ones are batch."""
+        is_realtime = plan.response_format not in BUFFERED_FORMATS
+        return EngineSource(self.engine, plan.params, on_request=self.metrics.engine_requests.inc,
+                            is_realtime=is_realtime)  # fmt: skip
 
     async def _source(self, plan: SpeechPlan, segments: list[str]) -> tuple[CacheLevel | None, SegmentSource]:
         """The segment source, built once: the engine, behind the audio cache when the request has a seed.
 
         Returns the ``X-Cache`` level too (each segment looked up and counted once), None when not cacheable.
         """
-        source: SegmentSource = self._engine_source(plan.params)
+        source: SegmentSource = self._engine_source(plan)
         if not plan.is_deterministic:
             return None, source
         audio_cache = self.guards.audio_cache
@@ -204,7 +236,7 @@ class SpeechService:
         return level, audio_cache.source(source, plan.params, frozenset(keys))
 
     def _job(
-        self, plan: SpeechPlan, source: SegmentSource, segments: AsyncIterable[str], request_id: str, *,
+        self, plan: SpeechPlan, source: SegmentSource, segments: AsyncIterable[str | PlanItem], request_id: str, *,
         watermark_key: str, cache_level: CacheLevel | None = None,
     ) -> SpeechJob:  # fmt: skip
         pipeline = SegmentPipeline(
@@ -217,6 +249,7 @@ class SpeechService:
             count_tokens=self.engine.count_text_tokens,
             source=source,
             observe_in_flight=self.metrics.observe_segments_in_flight,
+            spoken_text=functools.partial(self.engine.spoken_text, normalize_text=plan.params.normalize_text),
         )
         guards = self.guards
         watermark = None

@@ -21,6 +21,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from turbotts.audio import ReferenceLimits
 from turbotts.config import EngineConfig
 from turbotts.errors import InvalidInputError
 from turbotts.guard.keys import parse_secret_key
@@ -64,6 +65,14 @@ class ServerSettings(BaseSettings):
     kv_budget_bytes: int = Field(default=4 * 2**30, ge=1)
     max_seq_len: int = Field(default=2048, ge=16)
 
+    # real-time admission of streams (README "Real-time admission")
+    admission: Literal["realtime", "off"] = Field(
+        default="realtime", description="realtime: start a stream only while every stream keeps real time."
+    )
+    realtime_margin: float = Field(default=0.2, ge=0.0, description="Headroom over real time (0.2 = 20 %).")
+    max_queue_wait_s: float = Field(default=30.0, ge=0.0, description="Refuse a longer-waiting stream; 0 = never.")
+    realtime_capacity_override: int | None = Field(default=None, ge=0, description="Fixed capacity, in streams.")
+
     # request limits and defaults
     max_input_chars: int = Field(default=4096, ge=1, description="Longer inputs get 413.")
     max_new_tokens: int = Field(default=2048, ge=1, le=4096, description="Code frames per segment (cap and default).")
@@ -72,6 +81,9 @@ class ServerSettings(BaseSettings):
     default_refine_text: bool = Field(default=False, description="The refine stage doubles time to first audio.")
 
     voices_db: Path = Path("~/.cache/turbotts/voices.sqlite3")
+    reference_min_s: float = Field(default=1.0, gt=0.0, description="Shorter reference clips get 400.")
+    reference_max_s: float = Field(default=30.0, gt=0.0, description="Longer reference clips get 400.")
+    max_reference_bytes: int = Field(default=10 * 2**20, ge=1, description="Larger clip uploads get 413.")
     api_keys: str = Field(default="", description="Comma-separated bearer keys; empty (and no file) = no auth.")
     api_key_file: Path | None = None
     shutdown_grace_s: float = Field(default=10.0, ge=0.0)
@@ -112,6 +124,11 @@ class ServerSettings(BaseSettings):
     degrade_mode: Literal["off", "shed", "fallback"] = "off"
     fallback_clip: Path | None = Field(default=None, description="Audio file answered in degrade_mode=fallback.")
 
+    # live quality monitor (README "Operating it"): off unless a baseline is given
+    quality_baseline: Path | None = Field(default=None, description="`turbotts quality check` baseline to re-measure.")
+    quality_interval_s: float = Field(default=300.0, gt=0.0, description="Pause between quality rounds.")
+    quality_threshold_db: float = Field(default=0.2, ge=0.0, description="Mean MCD above which the monitor warns.")
+
     # scale-out (README "Scale-out on Ray Serve"); the default backend is one process
     backend: Literal["process", "ray"] = Field(default="process", description="ray: replicas behind Ray Serve.")
     voice_store: Literal["auto", "sqlite", "redis"] = Field(
@@ -148,6 +165,7 @@ class ServerSettings(BaseSettings):
         self.model_source()  # raises CheckpointError on a contradiction (both --checkpoint and dummy)
         if self.degrade_mode == "fallback" and self.fallback_clip is None:
             raise InvalidInputError("degrade_mode=fallback needs fallback_clip (an audio file to answer with)")
+        self.reference_limits()  # raises InvalidInputError unless min < max
         if self.max_replicas is not None and self.min_replicas > self.max_replicas:
             raise InvalidInputError("min_replicas must not exceed max_replicas")
         if self.voice_store == "redis" and self.redis_url is None:
@@ -193,6 +211,15 @@ class ServerSettings(BaseSettings):
             kv_budget_bytes=self.kv_budget_bytes,
             max_seq_len=self.max_seq_len,
             vocoder_dtype=self.vocoder_dtype,
+            admission=self.admission,
+            realtime_margin=self.realtime_margin,
+            max_queue_wait_s=self.max_queue_wait_s,
+            realtime_capacity_override=self.realtime_capacity_override,
+        )
+
+    def reference_limits(self) -> ReferenceLimits:
+        return ReferenceLimits(
+            min_s=self.reference_min_s, max_s=self.reference_max_s, max_bytes=self.max_reference_bytes
         )
 
     def uses_redis_voices(self) -> bool:

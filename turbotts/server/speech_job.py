@@ -1,14 +1,13 @@
-"""One planned synthesis and its way out: audio from a source, watermarked, encoded, or as SSE events.
+"""One planned synthesis and its way out: audio from a source, watermarked, encoded, with its captions.
 
 No FastAPI here. A :class:`SpeechJob` is built once, complete (plan, source,
 segments), by :class:`~turbotts.server.service.SpeechService`; the route only
-streams :meth:`SpeechJob.encoded` or :meth:`SpeechJob.sse`.
+streams :meth:`SpeechJob.encoded` or :meth:`SpeechJob.events`.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,8 @@ from turbotts.params import SynthesisParams
 from turbotts.server.audio_encoding import StreamEncoder
 from turbotts.server.metrics import Metrics
 from turbotts.server.pipeline import SynthesisTally
+from turbotts.server.timeline import Caption, Timeline
+from turbotts.text.plan import Pause, Utterance
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,10 @@ class AudioSource(Protocol):
     """Where a job's audio comes from: the segment pipeline, or the fallback clip."""
 
     tally: SynthesisTally
+    timeline: Timeline
     sample_rate_hz: int
 
-    def audio(self, segments: AsyncIterable[str]) -> AsyncIterator[np.ndarray]: ...
+    def audio(self, segments: AsyncIterable[str | Utterance | Pause]) -> AsyncIterator[np.ndarray]: ...
 
 
 class ClipSource:
@@ -69,8 +71,9 @@ class ClipSource:
         self.clip = clip
         self.sample_rate_hz = sample_rate_hz
         self.tally = SynthesisTally()
+        self.timeline = Timeline(sample_rate_hz)  # the clip says none of the text: no captions
 
-    async def audio(self, segments: AsyncIterable[str]) -> AsyncIterator[np.ndarray]:
+    async def audio(self, segments: AsyncIterable[str | Utterance | Pause]) -> AsyncIterator[np.ndarray]:
         self.tally.num_segments, self.tally.num_samples = 1, self.clip.size
         yield self.clip
 
@@ -85,7 +88,7 @@ class SpeechJob:
 
     plan: SpeechPlan
     pipeline: AudioSource
-    segments: AsyncIterable[str]
+    segments: AsyncIterable[str | Utterance | Pause]
     metrics: Metrics
     started_s: float = field(default_factory=time.perf_counter)
     watermark: WatermarkStream | None = None
@@ -103,33 +106,62 @@ class SpeechJob:
 
     async def encoded(self) -> AsyncIterator[bytes]:
         """Bytes of ``response_format``, sent as soon as the encoder has them."""
+        async for data, _ in self.captioned():
+            if data:
+                yield data
+
+    async def captioned(self) -> AsyncIterator[tuple[bytes, list[Caption]]]:
+        """Encoded bytes, each with the captions whose audio is complete once those bytes are sent.
+
+        A caption waits for the next bytes the encoder gives after its last sample
+        was encoded: for ``pcm`` and ``wav`` the very chunk that holds that sample, for
+        an encoder that buffers (mp3, aac, opus) at most one frame later, for ``flac``
+        the whole file at the end. Bytes may come with no captions.
+        """
         plan = self.plan
+        timeline = self.pipeline.timeline
         encoder = StreamEncoder(plan.response_format, self.pipeline.sample_rate_hz, bit_rate_kbps=plan.bit_rate_kbps)
         self.metrics.in_flight.inc()
+        pending: list[Caption] = []
         is_first = True
         try:
             async for pcm in self.pipeline.audio(self.segments):
                 data = encoder.encode(pcm if self.watermark is None else self.watermark.push(pcm))
+                pending += timeline.release(self.pipeline.tally.num_samples)
                 if data:
                     if is_first:
                         is_first = False
                         self._observe_first_audio()
-                    yield data
+                    yield data, pending
+                    pending = []
             tail = encoder.finish()
-            if tail:
-                if is_first:  # a buffered format (flac): its first byte is its last
-                    self._observe_first_audio()
-                yield tail
+            if tail and is_first:  # a buffered format (flac): its first byte is its last
+                self._observe_first_audio()
+            pending += timeline.release(self.pipeline.tally.num_samples)
+            if tail or pending:
+                yield tail, pending
             self._observe_done()
         finally:
             encoder.close()
             self.metrics.in_flight.dec()
 
-    async def sse(self) -> AsyncIterator[str]:
-        """OpenAI's ``stream_format="sse"``: base64 audio deltas, then a done event with usage."""
-        async for data in self.encoded():
-            yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
-        yield _sse({"type": "speech.audio.done", "usage": self.usage()})
+    async def collected(self) -> tuple[bytes, list[Caption]]:
+        """The whole encoded audio and every caption, once synthesis has ended."""
+        parts: list[bytes] = []
+        captions: list[Caption] = []
+        async for data, released in self.captioned():
+            parts.append(data)
+            captions.extend(released)
+        return b"".join(parts), captions
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        """Audio deltas (base64), a ``speech.audio.segment`` event after each segment's audio, then done."""
+        async for data, captions in self.captioned():
+            if data:
+                yield {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")}
+            for caption in captions:
+                yield caption.event()
+        yield {"type": "speech.audio.done", "usage": self.usage()}
 
     def _observe_first_audio(self) -> None:
         ttfa_s = time.perf_counter() - self.started_s
@@ -142,9 +174,3 @@ class SpeechJob:
         self.metrics.audio_s.inc(audio_s)
         if audio_s > 0:
             self.metrics.rtf.observe((time.perf_counter() - self.started_s) / audio_s)
-
-
-def _sse(payload: dict[str, Any]) -> str:
-    return f"data: {json.dumps(payload)}\n\n"
-
-

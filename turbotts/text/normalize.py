@@ -325,3 +325,13 @@ def normalize(text: str, lang: Lang | None = None) -> str:
         text = map_plain(text, lambda p: p.translate(_HALF_TO_FULL))
     text = map_plain(text, lambda p: p.translate(_PAUSES))
     return collapse_punctuation(re.sub(r" {2,}", " ", text)).strip()
+
+
+def say_number(num: str, lang: Lang) -> str:
+    """A signed decimal (``-12.5``, ASCII digits) as a cardinal, as SSML ``say-as cardinal`` asks."""
+    return _zh_signed(num) if lang == "zh" else _en_signed(num)
+
+
+def say_digit(digit: str, lang: Lang) -> str:
+    """One ASCII digit as its word (``say-as digits`` and ``telephone``)."""
+    return _ZH_DIGITS[int(digit)] if lang == "zh" else _en_int(digit)

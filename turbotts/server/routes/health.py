@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from turbotts.server.deps import EngineDep, MetricsDep
-from turbotts.server.schemas import Health
+from turbotts.server.deps import EngineDep, MetricsDep, SettingsDep
+from turbotts.server.schemas import Health, Readiness, Ready
 
 router = APIRouter(tags=["operations"])
 
@@ -18,14 +18,23 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
-@router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
-async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
-    """Ready for traffic: model loaded, engine thread alive, not draining."""
+@router.get("/readyz", response_model=Ready, responses={503: {"model": Health}})
+async def readyz(request: Request, engine: EngineDep, settings: SettingsDep) -> JSONResponse:
+    """Ready for traffic: model loaded, engine thread alive, not draining; ``details`` has the real-time capacity."""
     if getattr(request.app.state, "is_draining", False):
         return JSONResponse(Health(status="unavailable", detail="shutting down").model_dump(), status_code=503)
     if not engine.is_alive:
         return JSONResponse(Health(status="unavailable", detail="engine thread stopped").model_dump(), status_code=503)
-    return JSONResponse(Health(status="ok").model_dump())
+    stats = engine.stats
+    details = Readiness(
+        admission=settings.admission,
+        realtime_capacity_streams=stats.realtime_capacity,
+        is_capacity_measured=stats.is_capacity_measured,
+        step_ms_by_batch={batch: round(1000 * step_s, 3) for batch, step_s in stats.step_s_by_batch.items()},
+        running_sequences=stats.num_running,
+        waiting_sequences=stats.num_waiting,
+    )
+    return JSONResponse(Ready(status="ok", details=details).model_dump())
 
 
 @router.get("/metrics", response_class=Response)

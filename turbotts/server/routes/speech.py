@@ -18,21 +18,29 @@ so always ``miss``), and ``X-TurboTTS-Degraded: fallback`` when admission contro
 answered with the fallback clip. Every response but ``flac`` streams: headers and the first bytes leave once the
 first audio chunk exists, and a client that disconnects aborts its engine requests. ``flac`` is sent whole when
 synthesis ends, because libsndfile cannot read a FLAC stream whose STREAMINFO says "length unknown".
+
+Captions: the SSE stream also carries a ``speech.audio.segment`` event after each
+segment's audio (``index``, ``text`` as spoken, ``start`` and ``end`` in seconds,
+from sample counts), and ``POST /v1/audio/speech/captioned`` answers audio and
+segments in one JSON object, or as NDJSON events with ``stream: true``.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 
 from turbotts.errors import TurboTTSError
 from turbotts.server.audio_encoding import CONTENT_TYPES
 from turbotts.server.deps import AccessDep, RequestIdDep, ServiceDep
 from turbotts.server.errors import describe
 from turbotts.server.responses import ClosingStreamingResponse, prime
-from turbotts.server.schemas import ErrorResponse, SpeechRequest
+from turbotts.server.schemas import CaptionedSpeech, CaptionedSpeechRequest, ErrorResponse, SpeechRequest
 from turbotts.server.speech_job import SpeechJob
 
 router = APIRouter(tags=["speech"])
@@ -55,10 +63,34 @@ async def create_speech(
     headers = _headers(job)
     if body.stream_format == "sse":
         return ClosingStreamingResponse(
-            await prime(_sse_with_errors(job)), media_type="text/event-stream", headers=headers
+            await prime(_events_with_errors(job, _sse)), media_type="text/event-stream", headers=headers
         )
     media_type = CONTENT_TYPES[body.response_format]
     return ClosingStreamingResponse(await prime(job.encoded()), media_type=media_type, headers=headers)
+
+
+@router.post(
+    "/v1/audio/speech/captioned",
+    response_model=CaptionedSpeech,
+    responses={200: {"content": {"application/x-ndjson": {}}}, **_ERRORS},
+    status_code=200,
+)
+async def create_captioned_speech(
+    body: CaptionedSpeechRequest, service: ServiceDep, request_id: RequestIdDep, _key: AccessDep
+) -> JSONResponse | ClosingStreamingResponse:
+    """Synthesize ``input``; answer the audio (base64) with each segment's text and times, or stream them as NDJSON."""
+    job = await service.speech(body, request_id)
+    headers = _headers(job)
+    if body.stream:
+        return ClosingStreamingResponse(
+            await prime(_events_with_errors(job, _ndjson)), media_type="application/x-ndjson", headers=headers
+        )
+    audio, captions = await job.collected()
+    result = CaptionedSpeech.model_validate({
+        "audio": base64.b64encode(audio).decode("ascii"), "response_format": body.response_format,
+        "segments": [caption.as_dict() for caption in captions], "usage": job.usage(),
+    })  # fmt: skip
+    return JSONResponse(result.model_dump(), headers=headers)
 
 
 def _headers(job: SpeechJob) -> dict[str, str]:
@@ -70,15 +102,23 @@ def _headers(job: SpeechJob) -> dict[str, str]:
     return headers
 
 
-async def _sse_with_errors(job: SpeechJob) -> AsyncIterator[str]:
-    """SSE events; an error after the first event becomes an ``error`` event (the status is already sent)."""
+def _sse(event: dict[str, Any]) -> str:
+    return f"data: {json.dumps(event)}\n\n"
+
+
+def _ndjson(event: dict[str, Any]) -> str:
+    return json.dumps(event) + "\n"
+
+
+async def _events_with_errors(job: SpeechJob, render: Callable[[dict[str, Any]], str]) -> AsyncIterator[str]:
+    """Rendered events; an error after the first event becomes an ``error`` event (the status is already sent)."""
     has_sent = False
     try:
-        async for event in job.sse():
+        async for event in job.events():
             has_sent = True
-            yield event
+            yield render(event)
     except TurboTTSError as exc:
         if not has_sent:
             raise
         _, body = describe(exc)
-        yield f"data: {json.dumps({'type': 'error', **body})}\n\n"
+        yield render({"type": "error", **body})

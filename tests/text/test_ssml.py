@@ -1,0 +1,120 @@
+"""The SSML subset as a pure str -> plan function: what each element produces, and where errors point."""
+
+from __future__ import annotations
+
+import pytest
+
+from turbotts.errors import SSMLError
+from turbotts.text.plan import Pause, Utterance
+from turbotts.text.ssml import is_ssml, plan_ssml
+
+
+def said(document: str) -> str:
+    return " ".join(item.text for item in plan_ssml(document) if isinstance(item, Utterance))
+
+
+def test_breaks_are_pauses_between_segments() -> None:
+    plan = plan_ssml('<speak>A b.<break time="250ms"/>C d.<break strength="strong"/><break/>E.</speak>')
+    assert plan == [Utterance("A b."), Pause(250), Utterance("C d."), Pause(750), Pause(400), Utterance("E.")]
+    assert plan_ssml('<speak>a<break time="1.5s"/>b</speak>')[1] == Pause(1500)
+
+
+@pytest.mark.parametrize(
+    ("rate", "expected"),
+    [("x-slow", 0.5), ("slow", 0.75), ("medium", 1.0), ("fast", 1.25), ("x-fast", 2.0), ("80%", 0.8),
+     ("+20%", 1.2), ("-50%", 0.5), ("1.5", 1.5)],
+)  # fmt: skip
+def test_prosody_rates(rate: str, expected: float) -> None:
+    plan = plan_ssml(f'<speak>a <prosody rate="{rate}">b</prosody> c</speak>')
+    rates = [item.rate for item in plan if isinstance(item, Utterance)]
+    assert rates == ([1.0, expected, 1.0] if expected != 1.0 else [1.0])
+    assert pytest.approx(rates[len(rates) // 2]) == expected
+
+
+def test_nested_rates_multiply_and_are_bounded() -> None:
+    plan = plan_ssml('<speak><prosody rate="x-fast"><prosody rate="150%">fast.</prosody></prosody></speak>')
+    assert plan == [Utterance("fast.", 3.0)]
+    with pytest.raises(SSMLError, match=r"outside 0\.25\.\.4\.0") as caught:
+        plan_ssml('<speak><prosody rate="x-fast"><prosody rate="300%">too fast</prosody></prosody></speak>')
+    assert (caught.value.element, caught.value.line, caught.value.column) == ("prosody", 1, 31)
+
+
+@pytest.mark.parametrize(
+    ("markup", "expected"),
+    [
+        ('<say-as interpret-as="characters">AB1</say-as>', "A B one"),
+        ('<say-as interpret-as="spell-out">ok</say-as>', "o k"),
+        ('<say-as interpret-as="digits">2024</say-as>', "two zero two four"),
+        ('<say-as interpret-as="cardinal">-1,500</say-as>', "minus one thousand five hundred"),
+        ('<say-as interpret-as="cardinal">3.25</say-as>', "three point two five"),
+        ('<say-as interpret-as="date">2024-05-01</say-as>', "May first, twenty twenty four"),
+        ('<say-as interpret-as="date" format="dmy">01/05/2024</say-as>', "May first, twenty twenty four"),
+        ('<say-as interpret-as="date">05/01/2024</say-as>', "May first, twenty twenty four"),
+        ('<say-as interpret-as="telephone">+44 20 7946</say-as>', "plus four four, two zero, seven nine four six"),
+        ('<sub alias="Doctor">Dr.</sub>', "Doctor"),
+        ('<phoneme ph="tomahto">tomato</phoneme>', "tomahto"),
+    ],
+)
+def test_say_as_sub_and_phoneme_render_the_spoken_text(markup: str, expected: str) -> None:
+    assert said(f"<speak>{markup}</speak>") == expected
+
+
+def test_chinese_say_as_reads_in_chinese() -> None:
+    document = (
+        '<speak>电话<say-as interpret-as="telephone">110</say-as>，共<say-as interpret-as="cardinal">42</say-as>人'
+        "</speak>"
+    )
+    assert said(document) == "电话一一零，共四十二人"
+
+
+def test_p_and_s_cut_segments_and_text_between_them_stays() -> None:
+    plan = plan_ssml("<speak>Intro <p>Para one. <s>Sentence.</s> Tail.</p> End.</speak>")
+    assert [item.text for item in plan if isinstance(item, Utterance)] == [
+        "Intro", "Para one.", "Sentence.", "Tail.", "End."
+    ]  # fmt: skip
+
+
+def test_namespaces_xml_lang_and_control_tokens_are_kept_working() -> None:
+    document = (
+        '<?xml version="1.0"?><speak version="1.0" xmlns="http://www.w3.org/2001/10/synthesis" xml:lang="en-US">'
+        "Hello [uv_break] there [laugh].</speak>"
+    )
+    assert said(document) == "Hello [uv_break] there [laugh]."
+
+
+def test_is_ssml_needs_a_speak_root() -> None:
+    assert is_ssml("  <speak>hi</speak>") and is_ssml("<speak\nversion='1.0'>hi</speak>") and is_ssml("<speak/>")
+    assert not is_ssml("<speaker>hi</speaker>") and not is_ssml("say <speak>")
+
+
+@pytest.mark.parametrize(
+    ("document", "element", "line", "column", "words"),
+    [
+        ("<speak>a<b>c</speak>", "b", 1, 15, "mismatched tag"),
+        ("<speak>\n<s>a</s>\n<voice name='x'>b</voice></speak>", "voice", 3, 1, "not supported"),
+        ('<speak><break time="fast"/></speak>', "break", 1, 8, '"500ms"'),
+        ("<speak><break>text</break></speak>", "break", 1, 8, "no content"),
+        ('<speak><say-as interpret-as="date">2024-13-01</say-as></speak>', "say-as", 1, 8, "not a date"),
+        ("<speak><sub>x</sub></speak>", "sub", 1, 8, "alias"),
+        ('<speak><sub alias="a"><s>x</s></sub></speak>', "sub", 1, 8, "text only"),
+        ('<!DOCTYPE speak SYSTEM "http://example.com/x.dtd"><speak>a</speak>', "!DOCTYPE", 1, 50, "DTDForbidden"),
+        ("", None, 1, 1, "no element found"),
+    ],
+)
+def test_errors_name_the_element_and_position(
+    document: str, element: str | None, line: int, column: int, words: str
+) -> None:
+    with pytest.raises(SSMLError) as caught:
+        plan_ssml(document)
+    error = caught.value
+    assert (error.element, error.line, error.column) == (element, line, column)
+    assert words in str(error) and f"line {line}, column {column}" in str(error)
+
+
+def test_limits_on_depth_and_total_silence() -> None:
+    deep = "<speak>" + "<s>" * 40 + "x" + "</s>" * 40 + "</speak>"
+    with pytest.raises(SSMLError, match="nest more than 32"):
+        plan_ssml(deep)
+    many = "<speak>" + '<break time="10s"/>' * 31 + "x</speak>"
+    with pytest.raises(SSMLError, match="more than 300 s"):
+        plan_ssml(many)

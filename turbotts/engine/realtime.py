@@ -1,0 +1,178 @@
+"""Real-time admission: how many streams this engine can keep at or above real time (no torch here).
+
+Why: a stream is only useful if its audio arrives at least as fast as it plays. One
+engine step decodes every running sequence together and gives each one **code
+frame** (the 4 VQ codes of one GPT step: 2 mel frames of 256 samples = 512 samples
+= 21.3 ms at 24 kHz), so a stream plays in real time while the engine makes at least
+``24000 / 512 = 46.875`` steps per second, whatever the batch. The step gets slower
+as the batch grows, so there is a largest batch that still keeps that pace: the
+*real-time capacity*. Past it, adding one more stream stalls every stream.
+
+The capacity is learned, not configured: the engine core reports the wall time of
+every pure decode step (no prefill in it; the vocoder work of that step included,
+because a listener waits for it too), and this policy keeps an exponentially weighted
+mean of step seconds per batch size. A batch size never run is estimated from the
+measured ones: between two measured sizes by a straight line; above the largest
+measured size by the line through the two largest (step time grows less than
+linearly with the batch on CPU and GPU, so that line over-estimates: it errs on the
+safe side); with one measured size only, one more stream is allowed as a probe, and
+its first steps give the second point. With nothing measured yet one stream may start.
+
+A size's first samples are averaged plainly (weight ``max(alpha, 1/n)``), so the slow first
+steps of a cold process fade at once instead of over dozens of steps. A size not run for
+``stale_after_steps`` steps is set aside while fresher ones exist, so an old pessimistic
+sample above the capacity cannot hold it down for ever: the rules above then probe it again.
+
+``capacity_override`` replaces the learned value (tests, and operators who measured
+it themselves).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: code frames one GPT step gives each running sequence
+FRAMES_PER_STEP = 1
+
+
+@dataclass(frozen=True)
+class RealtimeConfig:
+    """What real time means for this model and how much headroom to keep.
+
+    Args:
+        frames_per_s: code frames one stream plays per second (sample rate / samples per code frame).
+        margin: required headroom: steps/s x frames per step >= frames_per_s x (1 + margin).
+        max_batch_size: the engine's batch limit (capacity never exceeds it).
+        max_queue_wait_s: refuse a new stream whose estimated queue wait is longer; 0 = never refuse.
+        capacity_override: a fixed capacity instead of the learned one.
+        ewma_alpha: weight of the newest step in the mean step time.
+        stale_after_steps: steps after which a batch size's mean is set aside (fresher sizes exist).
+    """
+
+    frames_per_s: float
+    margin: float = 0.2
+    max_batch_size: int = 16
+    max_queue_wait_s: float = 30.0
+    capacity_override: int | None = None
+    ewma_alpha: float = 0.1
+    stale_after_steps: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.frames_per_s <= 0 or self.max_batch_size < 1:
+            raise ValueError("frames_per_s and max_batch_size must be positive")
+        if self.margin < 0 or self.max_queue_wait_s < 0:
+            raise ValueError("realtime margin and max_queue_wait_s cannot be negative")
+        if self.capacity_override is not None and self.capacity_override < 0:
+            raise ValueError("realtime_capacity_override cannot be negative")
+        if not 0 < self.ewma_alpha <= 1:
+            raise ValueError("ewma_alpha must lie in (0, 1]")
+
+    @property
+    def min_steps_per_s(self) -> float:
+        """Steps per second every running stream needs: real time plus the margin."""
+        return self.frames_per_s * (1 + self.margin) / FRAMES_PER_STEP
+
+
+class RealtimePolicy:
+    """Mean step time by batch size -> real-time capacity -> may a stream start, how long would it wait."""
+
+    def __init__(self, config: RealtimeConfig) -> None:
+        self.config = config
+        self._step_s: dict[int, float] = {}  # batch size -> EWMA of step seconds
+        self._num_samples: dict[int, int] = {}
+        self._last_seen: dict[int, int] = {}  # batch size -> index of the step that last measured it
+        self._num_steps = 0
+        self._stream_steps: float | None = None  # EWMA of steps a finished stream ran
+
+    # -- measurements -----------------------------------------------------------------
+
+    def observe_step(self, batch_size: int, duration_s: float) -> None:
+        """One pure decode step of ``batch_size`` sequences took ``duration_s``."""
+        if batch_size < 1 or duration_s <= 0:
+            return
+        self._num_steps += 1
+        num = self._num_samples.get(batch_size, 0) + 1
+        self._num_samples[batch_size] = num
+        self._last_seen[batch_size] = self._num_steps
+        old = self._step_s.get(batch_size, 0.0)
+        alpha = max(self.config.ewma_alpha, 1.0 / num)
+        self._step_s[batch_size] = old + alpha * (duration_s - old)
+
+    def observe_finished_stream(self, num_steps: int) -> None:
+        """A stream ended after ``num_steps`` decode steps (its length, for queue-wait estimates)."""
+        old = self._stream_steps
+        self._stream_steps = num_steps if old is None else old + self.config.ewma_alpha * (num_steps - old)
+
+    @property
+    def step_s_by_batch(self) -> dict[int, float]:
+        """The measured means, smallest batch first (for reports)."""
+        return dict(sorted(self._step_s.items()))
+
+    @property
+    def is_measured(self) -> bool:
+        return self.config.capacity_override is not None or bool(self._step_s)
+
+    # -- estimates ----------------------------------------------------------------------
+
+    def step_s(self, batch_size: int) -> float | None:
+        """Estimated seconds of one step at ``batch_size``; None when nothing supports a guess."""
+        means = self._fresh_means()
+        if batch_size in means:
+            return means[batch_size]
+        sizes = sorted(means)
+        below = [b for b in sizes if b < batch_size]
+        above = [b for b in sizes if b > batch_size]
+        if below and above:
+            return _line(below[-1], means[below[-1]], above[0], means[above[0]], batch_size)
+        if above:  # smaller than anything measured: a smaller batch is not slower
+            return means[above[0]]
+        if len(below) >= 2:
+            b0, b1 = below[-2], below[-1]
+            return max(means[b1], _line(b0, means[b0], b1, means[b1], batch_size))
+        if below and batch_size == below[-1] + 1:  # one size measured: probe one more stream
+            return means[below[-1]]
+        return None
+
+    def _fresh_means(self) -> dict[int, float]:
+        """The means of sizes measured in the last ``stale_after_steps`` steps (all of them if none is)."""
+        horizon = self._num_steps - self.config.stale_after_steps
+        fresh = {b: s for b, s in self._step_s.items() if self._last_seen[b] > horizon}
+        return fresh or self._step_s
+
+    def is_realtime_at(self, batch_size: int) -> bool:
+        step_s = self.step_s(batch_size)
+        return step_s is not None and 1.0 / step_s >= self.config.min_steps_per_s
+
+    @property
+    def capacity(self) -> int:
+        """The largest batch whose (estimated) steps keep every stream at real time plus margin; 0 if none."""
+        if self.config.capacity_override is not None:
+            return min(self.config.capacity_override, self.config.max_batch_size)
+        fits = [b for b in range(1, self.config.max_batch_size + 1) if self.is_realtime_at(b)]
+        return fits[-1] if fits else 0
+
+    @property
+    def admission_limit(self) -> int:
+        """Sequences that may run while a stream runs: the capacity, but at least one (progress first)."""
+        return max(self.capacity, 1)
+
+    def queue_wait_s(self, num_running: int, num_ahead: int, expected_steps: int) -> float:
+        """Estimated seconds a stream queued now waits before it starts.
+
+        Slots free at ``limit / (steps per stream x step seconds)`` per second; the
+        stream starts once ``num_running + num_ahead + 1 - limit`` streams have ended.
+        A stream's length is the mean of finished ones (``expected_steps`` before any).
+        """
+        limit = self.admission_limit
+        num_to_end = num_running + num_ahead + 1 - limit
+        if num_to_end <= 0:
+            return 0.0
+        steps = self._stream_steps if self._stream_steps is not None else float(expected_steps)
+        step_s = self.step_s(limit) or 1.0 / self.config.min_steps_per_s
+        return num_to_end * steps * step_s / limit
+
+
+def _line(x0: int, y0: float, x1: int, y1: float, x: int) -> float:
+    """y at x on the line through (x0, y0) and (x1, y1), never decreasing with x."""
+    slope = max((y1 - y0) / (x1 - x0), 0.0)
+    return y0 + slope * (x - x0)

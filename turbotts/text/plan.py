@@ -1,0 +1,33 @@
+"""What a request asks to be said, in order: utterances (text at a rate) and exact pauses.
+
+Plain text becomes utterances only; SSML (:mod:`turbotts.text.ssml`) adds pauses
+(``<break>``) and rates (``<prosody rate>``). The server's pipeline synthesizes each
+utterance and inserts each pause as silence, sample-exact. Pure data: no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One segment to synthesize; ``rate`` multiplies the request's speed (2.0: twice as fast)."""
+
+    text: str
+    rate: float = 1.0
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Silence of exactly ``duration_ms`` (rounded to the nearest sample), not crossfaded."""
+
+    duration_ms: float
+
+
+PlanItem = Utterance | Pause
+
+
+def as_utterance(item: str | Utterance) -> Utterance:
+    """Plain segment text as an utterance at the request's own rate."""
+    return item if isinstance(item, Utterance) else Utterance(item)

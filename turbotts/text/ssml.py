@@ -1,0 +1,271 @@
+"""SSML input: a documented subset, parsed safely, turned into a plan of utterances and exact pauses.
+
+The subset (anything else is an :class:`~turbotts.errors.SSMLError`, a 400 that
+names the element and its line and column):
+
+- ``<speak>``: the root; its attributes (``version``, ``xmlns``, ``xml:lang``) are ignored.
+- ``<break time="500ms"/>`` (or ``"1.5s"``, or ``strength="none|x-weak|weak|medium|strong|x-strong"``):
+  exactly that much silence, at most 10 s each and 300 s per request, never crossfaded or stretched.
+- ``<prosody rate="...">``: ``x-slow`` (0.5) .. ``x-fast`` (2.0), ``80%`` (of normal), ``+20%``/``-20%``
+  (relative) or a multiplier (``1.5``); nested rates multiply; applied as a pitch-keeping time-stretch.
+- ``<say-as interpret-as="characters|digits|cardinal|date|telephone">`` (``format="ymd|mdy|dmy"``
+  for dates): rendered by :mod:`turbotts.text.say_as`.
+- ``<sub alias="...">``: the alias is said instead of the content.
+- ``<p>``, ``<s>``: segment boundaries (each caption is a segment).
+- ``<phoneme ph="..." alphabet="x-homophone">``: ``ph`` is said instead of the content, a one-off
+  entry of the pronunciation dictionary (a homophone respelling, the way
+  :mod:`turbotts.text.pronounce` works). Phonetic alphabets (``ipa``, ``x-sampa``, pinyin) are
+  refused: ChatTTS has no phoneme input.
+
+ChatTTS control tokens (``[uv_break]``, ``[laugh]``) in the text pass through. The
+document is parsed with defusedxml and DTDs forbidden, so there is no entity
+expansion (no "billion laughs") and no external entity or DTD is ever fetched.
+Pure: no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from xml.etree.ElementTree import Element, ParseError, TreeBuilder
+
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import DefusedXMLParser
+
+from turbotts.errors import SSMLError
+from turbotts.text import say_as
+from turbotts.text.normalize import Lang, detect_language
+from turbotts.text.plan import Pause, PlanItem, Utterance
+from turbotts.text.sanitize import sanitize
+from turbotts.text.segment import is_speakable, split_text
+
+MAX_BREAK_MS = 10_000
+MAX_TOTAL_BREAK_MS = 300_000
+MAX_DEPTH = 32
+MIN_RATE, MAX_RATE = 0.25, 4.0
+_SSML_START_RE = re.compile(r"^\s*<speak[\s>/]")
+_TIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
+_STRENGTH_MS = {"none": 0, "x-weak": 100, "weak": 250, "medium": 400, "strong": 750, "x-strong": 1200}
+_RATE_LABELS = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "default": 1.0, "fast": 1.25, "x-fast": 2.0}
+_RATE_RE = re.compile(r"^([+-]?)(\d+(?:\.\d+)?)(%?)$")
+_ATTRIBUTES = {  # allowed attributes per element (local names)
+    "speak": None,  # any: version, xmlns, xml:lang, ...
+    "p": {"lang"},
+    "s": {"lang"},
+    "break": {"time", "strength"},
+    "prosody": {"rate"},
+    "say-as": {"interpret-as", "format", "detail"},
+    "sub": {"alias"},
+    "phoneme": {"ph", "alphabet"},
+}
+_HOMOPHONE_ALPHABETS = frozenset({"x-homophone", ""})
+Position = tuple[int, int]
+
+
+def is_ssml(text: str) -> bool:
+    """Whether plain input should be read as SSML: it starts with ``<speak>``."""
+    return _SSML_START_RE.match(text) is not None
+
+
+def _local(name: str) -> str:
+    return name.rsplit("}", 1)[-1]
+
+
+class _Builder(TreeBuilder):
+    """A tree builder that remembers where each element starts and which elements are open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.where: Callable[[], Position] = lambda: (1, 1)
+        self.positions: dict[Element, Position] = {}
+        self.open: list[tuple[str, Position]] = []
+
+    def start(self, tag: str, attrs: dict[str, str]) -> Element:
+        element = super().start(tag, attrs)
+        position = self.where()
+        self.positions[element] = position
+        self.open.append((_local(tag), position))
+        return element
+
+    def end(self, tag: str) -> Element:
+        self.open.pop()
+        return super().end(tag)
+
+
+def _parse(text: str) -> tuple[Element, dict[Element, Position]]:
+    builder = _Builder()
+    parser = DefusedXMLParser(target=builder, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    expat = parser.parser
+    builder.where = lambda: (expat.CurrentLineNumber, expat.CurrentColumnNumber + 1)
+    try:
+        parser.feed(text)
+        root = parser.close()
+    except DefusedXmlException as exc:  # a DOCTYPE, entity declaration or external reference
+        line, column = builder.where()
+        raise SSMLError(
+            f"SSML: {type(exc).__name__} at line {line}, column {column}: document type declarations and entities "
+            "are not accepted; write the text out (&amp; &lt; &gt; &quot; &apos; are fine)",
+            "!DOCTYPE", line, column,
+        ) from None  # fmt: skip
+    except ParseError as exc:
+        line, offset = exc.position
+        reason = str(exc).split(":")[0].removeprefix("not well-formed ").strip("()")
+        inside = f" inside <{builder.open[-1][0]}> opened at line {builder.open[-1][1][0]}, column " \
+            f"{builder.open[-1][1][1]}" if builder.open else ""  # fmt: skip
+        element = builder.open[-1][0] if builder.open else None
+        raise SSMLError(
+            f"SSML is not well-formed XML at line {line}, column {offset + 1} ({reason}){inside}; "
+            "close every element and escape & and < in text", element, line, offset + 1,
+        ) from None  # fmt: skip
+    return root, builder.positions
+
+
+def _break_ms(attrs: dict[str, str], fail: Callable[[str], SSMLError]) -> float:
+    if "time" in attrs:
+        match = _TIME_RE.match(attrs["time"])
+        if match is None:
+            raise fail(f'time must look like "500ms" or "1.5s", not {attrs["time"][:40]!r}')
+        duration_ms = float(match[1]) * (1000 if match[2] == "s" else 1)
+    else:
+        strength = attrs.get("strength", "medium")
+        if strength not in _STRENGTH_MS:
+            raise fail(f"strength must be one of {', '.join(_STRENGTH_MS)}, not {strength[:40]!r}")
+        duration_ms = _STRENGTH_MS[strength]
+    if duration_ms > MAX_BREAK_MS:
+        raise fail(f"a break lasts at most {MAX_BREAK_MS} ms, not {duration_ms:g} ms; use several")
+    return duration_ms
+
+
+def _rate(value: str, fail: Callable[[str], SSMLError]) -> float:
+    value = value.strip()
+    if value in _RATE_LABELS:
+        return _RATE_LABELS[value]
+    match = _RATE_RE.match(value)
+    if match is None:
+        raise fail(f"rate must be x-slow..x-fast, a percentage (80%, +20%) or a multiplier (1.5), not {value[:40]!r}")
+    sign, number, percent = match[1], float(match[2]), match[3]
+    if sign:
+        return 1.0 + (number if sign == "+" else -number) / (100 if percent else 1)
+    return number / 100 if percent else number
+
+
+class _Planner:
+    """Walks the tree, collecting text into segments and cutting at ``<p>``, ``<s>``, breaks and rate changes."""
+
+    def __init__(self, positions: dict[Element, Position], lang: Lang, max_segment_chars: int) -> None:
+        self.positions = positions
+        self.lang = lang
+        self.max_segment_chars = max_segment_chars
+        self.items: list[PlanItem] = []
+        self._pieces: list[str] = []
+        self._rate = 1.0
+        self._total_break_ms = 0.0
+
+    def text(self, text: str | None, rate: float) -> None:
+        if not text:
+            return
+        if self._pieces and rate != self._rate:
+            self.boundary()
+        self._rate = rate
+        self._pieces.append(text)
+
+    def boundary(self) -> None:
+        text = " ".join("".join(self._pieces).split())
+        self._pieces = []
+        for segment in split_text(sanitize(text), self.max_segment_chars):
+            if is_speakable(segment):
+                self.items.append(Utterance(segment, self._rate))
+
+    def walk(self, element: Element, rate: float, depth: int) -> None:
+        name = _local(element.tag)
+        line, column = self.positions[element]
+
+        def fail(problem: str) -> SSMLError:
+            return SSMLError(f"SSML <{name}> at line {line}, column {column}: {problem}", name, line, column)
+
+        self._check(element, name, depth, fail)
+        attrs = {_local(key): value for key, value in element.attrib.items()}
+        if name == "break":
+            if len(element) or (element.text or "").strip():
+                raise fail('a break takes no content; write <break time="500ms"/>')
+            self.pause(_break_ms(attrs, fail), fail)
+        elif name in ("say-as", "sub", "phoneme"):
+            self.text(self._replacement(name, element, attrs, fail), rate)
+        else:
+            if name == "prosody" and "rate" in attrs:
+                rate *= _rate(attrs["rate"], fail)
+                if not MIN_RATE <= rate <= MAX_RATE:
+                    raise fail(f"the rate comes to {rate:.3g}, outside {MIN_RATE}..{MAX_RATE}")
+            if name in ("p", "s"):
+                self.boundary()
+            self.text(element.text, rate)
+            for child in element:
+                self.walk(child, rate, depth + 1)
+                self.text(child.tail, rate)
+            if name in ("p", "s"):
+                self.boundary()
+
+    def _check(self, element: Element, name: str, depth: int, fail: Callable[[str], SSMLError]) -> None:
+        if name not in _ATTRIBUTES:
+            raise fail(f"this element is not supported; use {', '.join(f'<{n}>' for n in _ATTRIBUTES)}")
+        if (name == "speak") != (depth == 0):
+            raise fail("<speak> must be the root element, and only the root")
+        if depth > MAX_DEPTH:
+            raise fail(f"elements nest more than {MAX_DEPTH} deep")
+        allowed = _ATTRIBUTES[name]
+        for key in element.attrib:
+            if allowed is not None and _local(key) not in allowed:
+                raise fail(f"attribute {_local(key)[:40]!r} is not supported here; use {sorted(allowed) or 'none'}")
+        if name in ("say-as", "sub", "phoneme") and len(element):
+            raise fail(f"takes text only, found <{_local(element[0].tag)}> inside")
+
+    def _replacement(self, name: str, element: Element, attrs: dict[str, str], fail: Callable[[str], SSMLError]) -> str:
+        """What a ``say-as``, ``sub`` or ``phoneme`` element says instead of its content."""
+        content = element.text or ""
+        if name == "sub":
+            if "alias" not in attrs:
+                raise fail('needs alias="what to say"')
+            return attrs["alias"]
+        if name == "phoneme":
+            if "ph" not in attrs:
+                raise fail('needs ph="homophone respelling"')
+            if attrs.get("alphabet", "") not in _HOMOPHONE_ALPHABETS:
+                raise fail(
+                    f"alphabet {attrs['alphabet'][:40]!r} is not supported (ChatTTS takes no phonemes); give ph as a "
+                    'homophone respelling with alphabet="x-homophone", or use <sub alias>'
+                )
+            return attrs["ph"]
+        if "interpret-as" not in attrs:
+            raise fail('needs interpret-as="characters|digits|cardinal|date|telephone"')
+        try:
+            return say_as.render(attrs["interpret-as"], content, self.lang, attrs.get("format"))
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+
+    def pause(self, duration_ms: float, fail: Callable[[str], SSMLError]) -> None:
+        self._total_break_ms += duration_ms
+        if self._total_break_ms > MAX_TOTAL_BREAK_MS:
+            raise fail(f"breaks add up to more than {MAX_TOTAL_BREAK_MS // 1000} s in one request")
+        self.boundary()
+        self.items.append(Pause(duration_ms))
+
+
+def plan_ssml(text: str, max_segment_chars: int = 120) -> list[PlanItem]:
+    """The utterances and pauses an SSML document asks for, in order.
+
+    Args:
+        text: the document, ``<speak>`` at its root.
+        max_segment_chars: the longest segment; longer sentences are cut as plain text is.
+
+    Returns:
+        Utterances (sanitized, segmented text with its rate) and pauses; utterances with
+        nothing speakable are dropped, so the list may hold no utterance at all.
+
+    Raises:
+        SSMLError: not well-formed, a DTD or entity declaration, or markup outside the subset.
+    """
+    root, positions = _parse(text)
+    planner = _Planner(positions, detect_language("".join(root.itertext())), max_segment_chars)
+    planner.walk(root, 1.0, 0)
+    planner.boundary()
+    return planner.items
