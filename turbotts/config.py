@@ -198,6 +198,11 @@ class StreamingConfig:
     The price is in the first 85 ms only: measured max error 1.0e-2 there
     (-30 dB of a 0.31 peak), largest in its last samples, and the chunk that
     follows it starts exact (seam jump 4e-4); lookahead 6 would give 3.3e-2.
+    What it does not buy is headroom: a player that starts on the first byte is
+    then ``lookahead_frames - first_chunk_lookahead_frames`` frames (85 ms) closer
+    to running dry than with equal lookaheads, made up only as fast as the engine
+    runs ahead of real time. A player that wants the old margin buffers that much
+    more and starts no later than before; one that wants speed starts earlier.
     """
 
     first_chunk_frames: int = 4

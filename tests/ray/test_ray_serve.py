@@ -103,12 +103,11 @@ def test_sixteen_concurrent_streams_all_complete_on_both_replicas(ray_url: str) 
 def test_first_bytes_arrive_before_synthesis_ends(http: httpx.Client) -> None:
     """Closing a long stream after its first chunk leaves most of its segments never synthesized."""
     num_segments = len(re.findall(r"\.", LONG_TEXT))
-    before = _engine_requests(http)
+    before = _engine_requests(_settle(http))  # every replica has posted what earlier tests sent
     with http.stream("POST", SPEECH, json={"input": LONG_TEXT, "response_format": "pcm"}) as response:
         assert response.status_code == 200
         assert next(response.iter_bytes())
-    _settle(http)
-    assert _engine_requests(http) - before < num_segments / 2
+    assert _engine_requests(_settle(http)) - before < num_segments / 2
 
 
 def test_the_same_seeded_request_lands_on_one_replica_and_hits_its_l1(http: httpx.Client) -> None:
@@ -208,27 +207,16 @@ def _kill_one_replica() -> None:
     victims[0].kill()
 
 
-def _engine_requests(http: httpx.Client) -> float:
-    text = http.get("/metrics").text
+def _engine_requests(text: str) -> float:
     return sum(float(v) for v in re.findall(r"^turbotts_engine_requests_total\{[^}]*\} (\S+)$", text, re.M))
 
 
 def _settle(http: httpx.Client) -> str:
-    """/metrics once every replica has posted twice more (posts are a second apart)."""
-    first = http.get("/metrics").text
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        text = http.get("/metrics").text
-        if text != first:
-            first = text
-            break
-        time.sleep(0.2)
-    while time.monotonic() < deadline:
-        text = http.get("/metrics").text
-        if text != first:
-            return text
-        time.sleep(0.2)
-    return first
+    """/metrics once every replica has posted again (each posts every REPORT_PERIOD_S)."""
+    from turbotts.scaleout.fleet_metrics import REPORT_PERIOD_S
+
+    time.sleep(2.5 * REPORT_PERIOD_S)
+    return http.get("/metrics").text
 
 
 def test_deleting_the_application_drains_in_flight_streams(ray_url: str) -> None:

@@ -40,6 +40,9 @@ def running_server(
         "shutdown_grace_s": 5.0,
         "kv_budget_bytes": 64 * 2**20,
         "rate_limit_rps": 0.0,  # every test client is 127.0.0.1: tests that limit rates set their own
+        # the tiny model's real-time capacity on a busy test machine is anyone's guess: tests of
+        # real-time admission turn it on themselves (tests/bench/test_loadtest_admission.py)
+        "admission": "off",
         **overrides,
     }
     settings = ServerSettings(**values)

@@ -61,3 +61,17 @@ def test_serve_without_reachable_hub_exits_2_quickly_with_advice(tmp_path: Path)
     assert "--load-format dummy" in result.stderr and "--checkpoint" in result.stderr
     assert "Traceback" not in result.stderr
     assert time.monotonic() - started < 60  # seconds of imports on a busy CI box, not a hang
+
+
+def test_admission_settings_reach_the_engine_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    default = ServerSettings().engine_config()
+    assert (default.admission, default.realtime_margin, default.max_queue_wait_s) == ("realtime", 0.2, 30.0)
+    assert default.realtime_capacity_override is None
+    monkeypatch.setenv("TURBOTTS_REALTIME_MARGIN", "0.5")
+    config = ServerSettings(admission="off", max_queue_wait_s=0, realtime_capacity_override=3).engine_config()
+    assert (config.admission, config.realtime_margin, config.max_queue_wait_s) == ("off", 0.5, 0.0)
+    assert config.realtime_capacity_override == 3
+    for name, bad in (("admission", "fifo"), ("realtime_margin", -0.1), ("max_queue_wait_s", -1),
+                      ("realtime_capacity_override", -1)):  # fmt: skip
+        with pytest.raises(ValidationError, match=name):
+            ServerSettings(**{name: bad})
