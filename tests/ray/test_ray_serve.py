@@ -203,9 +203,17 @@ def test_killing_a_replica_mid_stream_ends_its_streams_and_the_next_requests_suc
 
 def _kill_one_replica() -> None:
     title = "ServeReplica:turbotts:TTSReplica"  # Ray's process title for a replica of this deployment
-    victims = [p for p in psutil.process_iter(["cmdline"]) if title in " ".join(p.info["cmdline"] or [])]
+    ours = psutil.Process().children(recursive=True)  # this test's cluster: other sessions may run Ray too
+    victims = [p for p in ours if title in " ".join(_cmdline(p))]
     assert victims, "no replica process found"
     victims[0].kill()
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:  # it exited since it was listed
+        return []
 
 
 def _engine_requests(text: str) -> float:
