@@ -51,7 +51,7 @@ def tiny_settings(redis_url: str, port: int, **overrides: Any) -> Any:
         "max_new_tokens": MAX_NEW_TOKENS,
         "kv_budget_bytes": 64 * 2**20,
         "rate_limit_rps": 0.0,
-        "shutdown_grace_s": 5.0,
+        "shutdown_grace_s": 20.0,
         "redis_url": redis_url,
         "replicas": 2,
         "replica_num_cpus": 0.5,

@@ -7,6 +7,7 @@ last test, which kills a replica.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import time
@@ -202,9 +203,17 @@ def test_killing_a_replica_mid_stream_ends_its_streams_and_the_next_requests_suc
 
 def _kill_one_replica() -> None:
     title = "ServeReplica:turbotts:TTSReplica"  # Ray's process title for a replica of this deployment
-    victims = [p for p in psutil.process_iter(["cmdline"]) if title in " ".join(p.info["cmdline"] or [])]
+    ours = psutil.Process().children(recursive=True)  # this test's cluster: other sessions may run Ray too
+    victims = [p for p in ours if title in " ".join(_cmdline(p))]
     assert victims, "no replica process found"
     victims[0].kill()
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:  # it exited since it was listed
+        return []
 
 
 def _engine_requests(text: str) -> float:
@@ -217,6 +226,100 @@ def _settle(http: httpx.Client) -> str:
 
     time.sleep(2.5 * REPORT_PERIOD_S)
     return http.get("/metrics").text
+
+
+def test_a_redeploy_drains_in_flight_streams_and_new_replicas_take_over(
+    ray_url: str, redis_url: str, http: httpx.Client
+) -> None:
+    """``serve.run`` with a changed config replaces every replica; sessions open on a stopping one finish whole.
+
+    WebSocket sessions stay open as long as the client holds them, so the test
+    holds one on each old replica until Ray reports a replica STOPPING, then
+    sends the rest of the text. Each session is seeded: the same session after
+    the redeploy (new replicas) is its uninterrupted length.
+    """
+    from ray import serve
+
+    from tests.ray.conftest import tiny_settings
+    from turbotts.scaleout.launch import APP_NAME, build_application
+
+    before = {http.get("/readyz").headers["x-replica"] for _ in range(20)}
+    changed = tiny_settings(redis_url, int(ray_url.rsplit(":", 1)[1]), shutdown_grace_s=25.0)  # a new config
+
+    async def main() -> tuple[list[tuple[str, bytes, str]], list[int]]:
+        sessions = [_Session(ray_url, seed=40 + i) for i in range(4)]
+        for session in sessions:  # one after another: each goes to the replica with fewer sessions
+            await session.start()
+        run = functools.partial(serve.run, build_application(changed), name=APP_NAME, route_prefix="/")
+        deploying = asyncio.create_task(asyncio.to_thread(run))
+        await asyncio.wait_for(_until_a_replica_is_stopping(APP_NAME), 120)
+        ended = await asyncio.gather(*(session.finish() for session in sessions))
+        async with httpx.AsyncClient(base_url=ray_url, timeout=httpx.Timeout(120)) as client:
+            statuses: list[int] = []
+            while not statuses or not deploying.done():  # requests while the rollout goes on
+                response = await client.post(SPEECH, json={"input": f"During the redeploy {len(statuses)}."})
+                statuses.append(response.status_code)
+        await deploying
+        return ended, statuses
+
+    ended, during = asyncio.run(main())
+    assert {replica for replica, _, _ in ended} == before  # a session was open on the replica that stopped first
+    assert [done for _, _, done in ended] == ["done"] * 4, ended
+    assert during == [200] * len(during)
+    wait_ready(ray_url, 2)
+
+    async def again() -> list[tuple[str, bytes, str]]:
+        sessions = [_Session(ray_url, seed=40 + i) for i in range(4)]
+        for session in sessions:
+            await session.start()
+        return await asyncio.gather(*(session.finish() for session in sessions))
+
+    after = asyncio.run(again())
+    assert not {replica for replica, _, _ in after} & before  # new replicas serve now
+    for (_, audio, _), (_, reference, done) in zip(ended, after, strict=True):
+        _, samples = decode(audio, "pcm")
+        assert done == "done" and samples.size > 0 and np.isfinite(samples).all()
+        assert len(audio) == len(reference)  # every drained session got all its audio
+
+
+class _Session:
+    """A seeded WebSocket session held open after its first sentence's audio, until ``finish``."""
+
+    def __init__(self, url: str, seed: int) -> None:
+        self._url = url.replace("http://", "ws://") + "/v1/audio/speech/ws"
+        self._seed = seed
+        self._audio = bytearray()
+
+    async def start(self) -> None:
+        self._ws = await websockets.connect(self._url)
+        config = {"type": "config", "voice": "alloy", "response_format": "pcm", "seed": self._seed}
+        await self._ws.send(json.dumps(config))
+        await self._ws.send(json.dumps({"type": "text", "text": f"Held session {self._seed} begins here. "}))
+        message = await self._ws.recv()
+        assert isinstance(message, bytes), message
+        self._audio += message
+
+    async def finish(self) -> tuple[str, bytes, str]:
+        """The rest of the text, then every frame up to the final message: (replica, audio, final type)."""
+        rest = " ".join(f"Then sentence {j} of session {self._seed}." for j in range(4))
+        await self._ws.send(json.dumps({"type": "text", "text": rest}))
+        await self._ws.send(json.dumps({"type": "end"}))
+        while isinstance(message := await self._ws.recv(), bytes):
+            self._audio += message
+        await self._ws.close()
+        return self._ws.response.headers["x-replica"], bytes(self._audio), json.loads(message)["type"]
+
+
+async def _until_a_replica_is_stopping(app_name: str) -> None:
+    from ray import serve
+
+    while True:
+        status = await asyncio.to_thread(serve.status)
+        app = status.applications.get(app_name)
+        states = app.deployments["TTSReplica"].replica_states if app and "TTSReplica" in app.deployments else {}
+        if any(str(state).endswith("STOPPING") and count for state, count in states.items()):
+            return
+        await asyncio.sleep(0.05)
 
 
 def test_deleting_the_application_drains_in_flight_streams(ray_url: str) -> None:

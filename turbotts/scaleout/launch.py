@@ -61,7 +61,10 @@ def build_application(settings: ServerSettings) -> Any:
     deployment: Any = serve.deployment
     replicas = deployment(TTSReplica).options(**options).bind(settings)
     ingress = deployment(ingress_deployment()).options(
-        name="Ingress", max_ongoing_requests=_INGRESS_CONCURRENCY, ray_actor_options={"num_cpus": 0}
+        name="Ingress",
+        max_ongoing_requests=_INGRESS_CONCURRENCY,
+        ray_actor_options={"num_cpus": 0},
+        graceful_shutdown_timeout_s=settings.shutdown_grace_s,  # it relays the streams the replicas drain
     )
     return ingress.bind(replicas, settings.max_segment_chars)
 
