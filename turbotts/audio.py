@@ -46,13 +46,14 @@ def _read_with_soundfile(path: Path) -> tuple[np.ndarray, int]:
     return data.mean(axis=1), int(sample_rate_hz)
 
 
-def _read_with_av(path: Path) -> tuple[np.ndarray, int]:
+def _read_with_av(source: str | io.BytesIO) -> tuple[np.ndarray, int]:
+    """FFmpeg's decoders (mp3, opus, m4a/AAC, ...) on a path or an in-memory file; channels mixed to mono."""
     import av
 
     chunks: list[np.ndarray] = []
     sample_rate_hz = 0
     try:
-        with av.open(str(path)) as container:
+        with av.open(source, mode="r") as container:
             if not container.streams.audio:
                 raise AudioReadError("the file has no audio stream")
             resampler = av.AudioResampler(format="flt", layout="mono")
@@ -60,8 +61,8 @@ def _read_with_av(path: Path) -> tuple[np.ndarray, int]:
                 sample_rate_hz = frame.sample_rate
                 for converted in resampler.resample(frame):
                     chunks.append(converted.to_ndarray().reshape(-1))
-    except av.error.FFmpegError as exc:
-        raise AudioReadError(str(exc)) from exc
+    except (av.error.FFmpegError, ValueError) as exc:
+        raise AudioReadError(f"not a decodable audio file ({exc})") from exc
     if not chunks:
         raise AudioReadError("the file holds no audio samples")
     return np.concatenate(chunks), sample_rate_hz
@@ -78,7 +79,7 @@ def read_audio(path: str | Path) -> tuple[np.ndarray, int]:
         raise AudioReadError(f"{file} does not exist")
     if file.suffix.lower() in _SOUNDFILE_SUFFIXES:
         return _read_with_soundfile(file)
-    return _read_with_av(file)
+    return _read_with_av(str(file))
 
 
 def read_audio_bytes(data: bytes) -> tuple[np.ndarray, int]:
@@ -97,28 +98,7 @@ def read_audio_bytes(data: bytes) -> tuple[np.ndarray, int]:
         return samples.mean(axis=1), int(sample_rate_hz)
     except (RuntimeError, OSError, ValueError, TypeError):  # soundfile.LibsndfileError is a RuntimeError
         pass
-    return _read_with_av_stream(io.BytesIO(data))
-
-
-def _read_with_av_stream(stream: io.BytesIO) -> tuple[np.ndarray, int]:
-    import av
-
-    chunks: list[np.ndarray] = []
-    sample_rate_hz = 0
-    try:
-        with av.open(stream, mode="r") as container:
-            if not container.streams.audio:
-                raise AudioReadError("the file has no audio stream")
-            resampler = av.AudioResampler(format="flt", layout="mono")
-            for frame in container.decode(audio=0):
-                sample_rate_hz = frame.sample_rate
-                for converted in resampler.resample(frame):
-                    chunks.append(converted.to_ndarray().reshape(-1))
-    except (av.error.FFmpegError, ValueError) as exc:
-        raise AudioReadError(f"not a decodable audio file ({exc})") from exc
-    if not chunks:
-        raise AudioReadError("the file holds no audio samples")
-    return np.concatenate(chunks), sample_rate_hz
+    return _read_with_av(io.BytesIO(data))
 
 
 def read_mono(path: str | Path, sample_rate_hz: int) -> np.ndarray:
