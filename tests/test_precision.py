@@ -45,7 +45,20 @@ def test_on_a_native_bf16_cpu_auto_follows_the_probe() -> None:
     native = parse_cpuinfo(CPUINFO)
     precision = resolve_precision("auto", "auto", "auto", "cpu", cpu=native)
     assert precision.dtype in ("fp32", "bf16") and precision.quant in ("none", "int8")
-    assert len(precision.reasons) == 3 and all("probe" in r for r in precision.reasons)  # measured, not assumed
+    assert len(precision.reasons) == 3
+    measured = (
+        [r for r in precision.reasons if not r.startswith("dtype")] if precision.quant == "int8" else precision.reasons
+    )
+    assert all("probe" in r for r in measured)  # measured, not assumed
+
+
+def test_int8_weights_keep_fp32_activations_even_where_bf16_is_native() -> None:
+    """fbgemm's int8 matmul reads and writes fp32: bf16 activations would only add casts around it."""
+    native = parse_cpuinfo(CPUINFO)
+    precision = resolve_precision("auto", "int8", "auto", "cpu", cpu=native)
+    assert (precision.dtype, precision.quant) == ("fp32", "int8")
+    assert any(r.startswith("dtype fp32: int8 matmuls take fp32") for r in precision.reasons)
+    assert resolve_precision("bf16", "int8", "auto", "cpu", cpu=native).dtype == "bf16"  # asked for, kept
 
 
 def test_unknown_modes_are_refused() -> None:
