@@ -10,12 +10,13 @@
 set -euo pipefail
 BENCH_DIR=${1:?usage: $0 OFFICIAL_BENCH_DIR OFFICIAL_VENV [OUT_DIR]}
 VENV=${2:?usage: $0 OFFICIAL_BENCH_DIR OFFICIAL_VENV [OUT_DIR]}
-OUT=${3:-docs/benchmarks/compare}
 N=${N:-128}
 COUNT=${COUNT:-16}
 SEQ_COUNT=${SEQ_COUNT:-4}
 cd "$(dirname "$0")/.."
 . .venv/bin/activate
+ISA=$(python -c "from turbotts.cpu import cpu_info; print(cpu_info().isa)")
+OUT=${3:-docs/benchmarks/compare/$ISA}  # one directory per machine kind: runs on other CPUs never overwrite it
 mkdir -p "$OUT"
 CKPT=${CKPT:-$HOME/.cache/turbotts-compare/ckpt-full}
 if [ ! -f "$CKPT/asset/gpt/model.safetensors" ]; then
@@ -23,7 +24,6 @@ if [ ! -f "$CKPT/asset/gpt/model.safetensors" ]; then
 fi
 # the same file under the name TurboTTS reads for a non-official checkpoint (random weights fail the digests)
 cp "$CKPT/chattts_config.json" "$CKPT/config.json"
-ISA=$(python -c "from turbotts.cpu import cpu_info; print(cpu_info().isa)")
 echo "machine ISA: $ISA; N=$N frames, batch $COUNT" >&2
 for phase in seq8 batch8 stream; do
   count=$COUNT; [ "$phase" = seq8 ] && count=$SEQ_COUNT
