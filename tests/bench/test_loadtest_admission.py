@@ -1,16 +1,17 @@
 """Real-time admission seen by ``turbotts loadtest``: a real server on loopback (tiny dummy model).
 
-The same overload twice: 64 streaming clients at once against a server whose real-time
+The same overload twice: 128 streaming clients at once against a server whose real-time
 capacity is forced to one stream. With ``admission=realtime`` the extra streams wait in the
 queue (one after the other) or get 503 (Retry-After, JSON body), and every admitted stream
-plays without a stall; with ``admission=off`` all 64 start at once, the batch runs below real
+plays without a stall; with ``admission=off`` all 128 start at once, the batch runs below real
 time, and the listeners stall.
 
 Why these numbers: the listener buffers 1 s before it starts, which covers the chunk schedule
 (8 frames, then 24, 48, 96: the early chunks come faster than the batch runs), so what decides
 a stall is the engine's pace over a 4.3 s stream. One stream of the tiny model runs several
-times faster than real time even on a loaded 2-core machine; 64 at once run several times
-slower. A warm-up request first keeps one-time costs (kernel creation) out of the run.
+times faster than real time even on a loaded 2-core machine; 128 at once run slower (rtf p50
+1.7 on an idle AVX-512 box; 64 sat at 0.9-1.35 there, too close to real time to stall every
+run). A warm-up request first keeps one-time costs (kernel creation) out of the run.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from turbotts.cli import app
 
 TEXTS = "Hello there, how are you today?\nThe weather is nice and warm.\n今天天气很好。\nThis is a test.\n"
 FRAMES = 200  # code frames per stream: 4.3 s of audio
-CLIENTS = 64
+CLIENTS = 128
 LOAD = ("--concurrency", str(CLIENTS), "--num-requests", str(CLIENTS), "--max-new-tokens", str(FRAMES),
         "--prebuffer-ms", "1000")  # fmt: skip
 SERVER = {"max_new_tokens": FRAMES, "max_batch_size": CLIENTS, "kv_budget_bytes": 256 * 2**20}
@@ -44,7 +45,7 @@ def run_loadtest(tmp_path: Path, url: str, name: str) -> dict[str, Any]:
     result = CliRunner().invoke(app, ["loadtest", url, *LOAD, "--texts", str(texts), "--json", str(out)])
     assert result.exit_code == 0, result.output
     report: dict[str, Any] = json.loads(out.read_text())
-    print(f"\n{name}: statuses {report['status_counts']}, continuity {report['continuity_rate']}, "
+    print(f"\n{name}: rtf {report['rtf']}, statuses {report['status_counts']}, continuity {report['continuity_rate']}, "
           f"max stall {report['stall_s']['max']:.3f} s, TTFA p50 {report['ttfa_s']['p50']}")  # fmt: skip
     return report
 

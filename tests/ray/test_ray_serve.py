@@ -129,6 +129,9 @@ def test_affinity_yields_to_the_idle_replica_when_its_replica_is_saturated(ray_u
         preferred = response.headers["x-replica"]
 
     async def one(client: httpx.AsyncClient, index: int) -> str:
+        # 50 ms apart: the router sees queue lengths the replicas report as they accept; a burst sent in one instant
+        # is routed before any report arrives (on an idle box all 12 then went to the preferred replica)
+        await asyncio.sleep(0.05 * index)
         body = {"input": f"Saturate this replica. {LONG_TEXT} Tail {index}.", "seed": 21, "response_format": "pcm"}
         async with client.stream("POST", SPEECH, json=body) as response:
             assert response.status_code == 200
