@@ -22,7 +22,9 @@ Every 3-character piece of the secret and of its sanitized form is looked for in
 line, raw and in the escaped forms a logger could print it in (JSON ``\\u``, ``repr``, percent
 encoding). Pure-digit pieces (``753``) are kept; so that they cannot match by chance, values that
 are machine-made and random per run are masked first: the ``ts`` field, client and server ports,
-WebSocket handshake keys, and hex digests.
+WebSocket handshake keys, and hex digests. Pieces that are two digits and a space (``46 ``) are
+left out: they match machine-made sizes (websockets' ``[46 bytes]``), and any leak of them also
+carries a neighbouring piece (``246``, ``6 z``).
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def _pieces() -> set[str]:
     pieces: set[str] = set()
     for text in (SECRET, sanitize(SECRET)):
         pieces |= {text[i : i + 3] for i in range(len(text) - 2)}
-    return {p for p in pieces if p.strip() and not re.fullmatch(r"[\s.,，。]*", p)}
+    return {p for p in pieces if p.strip() and not re.fullmatch(r"[\s.,，。]*|\s?\d{1,2}\s?", p)}
 
 
 def _forms(piece: str) -> set[str]:

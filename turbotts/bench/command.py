@@ -14,7 +14,7 @@ import typer
 
 from turbotts.bench.memory import peak_rss_bytes, reset_peak_rss
 from turbotts.bench.report import summarize, write_json, write_plot
-from turbotts.bench.roofline import decode_weight_bytes, measure_bandwidth_bytes_per_s
+from turbotts.bench.roofline import decode_weight_bytes, int8_kernel_name, measure_bandwidth_bytes_per_s
 from turbotts.bench.runner import MODES, run_mode
 from turbotts.bench.workload import BenchRequest, make_workload, parse_output_len
 from turbotts.cli_options import (
@@ -149,6 +149,7 @@ def bench(
             "roofline_step_ms": 1000 * weight_bytes / bandwidth,
             "roofline_ratio": batch1_step_s * bandwidth / weight_bytes,
             "decode_weight_bytes": weight_bytes,
+            "int8_kernel": int8_kernel_name(model),
             "load_peak_rss_bytes": peak_rss_bytes(),
         }
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:

@@ -12,7 +12,7 @@ import time
 import torch
 
 from turbotts.model.chattts import ChatTTSModel
-from turbotts.model.quant import stored_weight_bytes
+from turbotts.model.quant import Int8Linear, stored_weight_bytes
 
 BANDWIDTH_PROBE_BYTES = 2**30  # far larger than any last-level cache
 
@@ -34,3 +34,12 @@ def decode_weight_bytes(model: ChatTTSModel) -> int:
     """Bytes one decode step must read: GPT layers, final norm and the audio-code heads."""
     # int8-quantized linears are counted as their int8 rows plus scales (packed, not parameters)
     return stored_weight_bytes(model.modules.gpt) + stored_weight_bytes(model.modules.embed.head_code)
+
+
+def int8_kernel_name(model: ChatTTSModel) -> str | None:
+    """Which kernel runs the GPT's small-batch int8 matmuls: ``int8_gemv/<isa>``, ``fbgemm``, or None (no int8)."""
+    linears = [v for m in model.modules.gpt.modules() for v in vars(m).values() if isinstance(v, Int8Linear)]
+    if not linears:
+        return None
+    kernel = linears[0].kernel
+    return "fbgemm" if kernel is None else f"int8_gemv/{kernel.isa()}"

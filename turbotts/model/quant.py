@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 from turbotts.cpu import cpu_info
 from turbotts.errors import CheckpointError
+from turbotts.model import int8_gemv
 from turbotts.model.chattts import ChatTTSModules
 from turbotts.model.gpt import DecoderLayer
 from turbotts.model.layers import FusedLinear
@@ -107,7 +108,11 @@ def _prepack(q: Tensor, scale: Tensor) -> object:
 class Int8Linear(FusedLinear):
     """Bias-free linears sharing one input, stored as one int8 matrix.
 
-    CPU: fbgemm dynamic int8 (int8 x uint8 -> int32 -> float). Other devices:
+    CPU: up to :data:`int8_gemv.MAX_ROWS` rows (a decode step of a few
+    sequences) run on our weight-streaming kernel where it is built, more rows on
+    fbgemm's dynamic int8 (int8 x uint8 -> int32 -> float). The kernel keeps its
+    own tile-ordered copy of the int8 weights, so int8 with the kernel holds the
+    GPT's weights twice (about 190 MB more at full size). Other devices:
     weight-only int8, dequantized on the fly into the activation dtype (correct
     and 4x smaller in memory, not tuned for speed).
     """
@@ -122,8 +127,17 @@ class Int8Linear(FusedLinear):
         # the packed form is self-contained; keep the plain int8 copy only for the fallback
         self.weight = q if self.packed is None else torch.empty(0, dtype=torch.int8)
         self.scale = scale
+        kernel = int8_gemv.load_kernel() if self.packed is not None and int8_gemv.fits(*q.shape) else None
+        self.kernel = kernel
+        self.tiles = kernel.pack(q) if kernel is not None else None
 
     def __call__(self, x: Tensor) -> Tensor:
+        rows = x.numel() // x.shape[-1]
+        if self.tiles is not None and rows <= int8_gemv.MAX_ROWS:
+            assert self.kernel is not None  # built together with the tiles
+            y = self.kernel.gemv(x.reshape(rows, x.shape[-1]).float(), self.tiles, self.scale)  # (rows, out)
+            y = y.view(*x.shape[:-1], y.shape[-1])
+            return y if x.dtype == torch.float32 else y.to(x.dtype)
         if self.packed is not None:
             y = torch.ops.quantized.linear_dynamic(x.float(), self.packed, REDUCE_RANGE)
             return y if x.dtype == torch.float32 else y.to(x.dtype)
