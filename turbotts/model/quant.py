@@ -2,10 +2,13 @@
 
 Why: a small-batch decode step is memory bound, it streams every GPT weight
 once, so int8 weights (a quarter of the fp32 bytes) make each step cheaper. On
-CPU the matmuls run as fbgemm's dynamic int8 linear: the activations are
-quantized per call (per tensor, asymmetric uint8) and multiplied with the int8
-weights into int32 (VNNI), which measured faster than the prepacked fp32 oneDNN
-path at batch 1 and batch 16 (see the bench figures in the issue).
+CPU a call of 1 to 3 rows runs on our weight-streaming kernel
+(:mod:`turbotts.model.int8_gemv`: int16 activations per row, one sequential read
+of the weights), and larger calls on fbgemm's dynamic int8 linear: the
+activations are quantized per call (per tensor, asymmetric uint8) and multiplied
+with the int8 weights into int32 (VNNI), which measured faster than the
+prepacked fp32 oneDNN path at batch 1 and batch 16 (see the bench figures in the
+issue), and which the kernel beats only at a few rows.
 
 Layout: symmetric int8 with one scale per output channel. Because every row
 has its own scale, quantizing q, k and v separately and concatenating them is
