@@ -1,11 +1,11 @@
 """The int8 decode kernel (``kernels/int8_gemv.cpp``), compiled for this CPU on first use.
 
-Why a kernel of our own: a decode step of 1 to 4 rows is a chain of
+Why a kernel of our own: a decode step of a few rows is a chain of
 matrix-vector products, bound by how fast the int8 weights stream from memory.
 fbgemm's dynamic int8 linear streams them at well under the machine's bandwidth
 at one row (17 GB/s against 48 GB/s on a 2-core AMD EPYC with AVX-512); this
 kernel reads each weight byte once, in one sequential stream per thread, and
-measured about 1.7x faster per matmul there. Larger batches stay on fbgemm,
+measured 1.4-1.6x faster per matmul there. Larger batches stay on fbgemm,
 whose VNNI multiply does 4x the work per instruction.
 
 Why compiled at run time: ``-march=native`` picks AVX-512 or AVX2 code for the
@@ -78,7 +78,8 @@ def build(arch_flags: list[str]) -> ModuleType | None:
             verbose=False,
         )
     except (OSError, RuntimeError, ImportError) as exc:  # a compiler or linker error
-        logger.warning("int8 decode kernel not built (%s); int8 linears run on fbgemm", str(exc).splitlines()[0][:200])
+        first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
+        logger.warning("int8 decode kernel not built (%s); int8 linears run on fbgemm", first_line[:200])
         return None
     logger.info("int8 decode kernel ready (%s code)", module.isa())
     return module
