@@ -37,9 +37,13 @@ def decode_weight_bytes(model: ChatTTSModel) -> int:
 
 
 def int8_kernel_name(model: ChatTTSModel) -> str | None:
-    """Which kernel runs the GPT's small-batch int8 matmuls: ``int8_gemv/<isa>``, ``fbgemm``, or None (no int8)."""
+    """Which kernel runs the GPT's small-batch int8 decode: ``int8_gemv/<isa>`` (plus ``+decode_stack`` where the
+    whole step of a few rows is one fused call), ``fbgemm``, or None (no int8)."""
     linears = [v for m in model.modules.gpt.modules() for v in vars(m).values() if isinstance(v, Int8Linear)]
     if not linears:
         return None
     kernel = linears[0].kernel
-    return "fbgemm" if kernel is None else f"int8_gemv/{kernel.isa()}"
+    if kernel is None:
+        return "fbgemm"
+    stack = "+decode_stack" if model.modules.gpt.fused_decode is not None else ""
+    return f"int8_gemv/{kernel.isa()}{stack}"

@@ -15,6 +15,9 @@ metadata (see :mod:`turbotts.model.attention`):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Protocol
+
 import torch
 from torch import Tensor, nn
 
@@ -34,6 +37,14 @@ def kv_bytes_per_token(config: GPTConfig, dtype: torch.dtype = torch.float32) ->
     """Bytes of K plus V that one cached token takes across all layers (for sizing a KV budget)."""
     element_size = torch.empty((), dtype=dtype).element_size()
     return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * element_size
+
+
+class FusedDecode(Protocol):
+    """A faster :meth:`GPT.decode` for the steps it accepts (see :mod:`turbotts.model.int8_decode`)."""
+
+    def accepts(self, inputs_embeds: Tensor, cache: KVCache) -> bool: ...
+
+    def __call__(self, inputs_embeds: Tensor, position_ids: Tensor, meta: DecodeMetadata, cache: KVCache) -> Tensor: ...
 
 
 class DecoderLayer(nn.Module):
@@ -60,6 +71,8 @@ class GPT(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta)
+        #: set by int8 quantization where the fused decode stack runs on this CPU; dropped by ``.to()``
+        self.fused_decode: FusedDecode | None = None
 
     # -- the three modes -------------------------------------------------------------
 
@@ -112,6 +125,8 @@ class GPT(nn.Module):
             EngineError: a slot does not exist or is full.
         """
         cache.check_fits(meta.slot_ids, [n + 1 for n in meta.cache_lens])
+        if self.fused_decode is not None and self.fused_decode.accepts(inputs_embeds, cache):
+            return self.fused_decode(inputs_embeds, position_ids, meta, cache)
         hidden = self.run_layers(inputs_embeds.unsqueeze(1), position_ids.unsqueeze(1), meta, cache)  # (B, 1, hidden)
         return hidden.squeeze(1)
 
@@ -121,6 +136,10 @@ class GPT(nn.Module):
         for index, layer in enumerate(self.layers):
             x = layer(x, rotary, meta, None if cache is None else cache.layer(index))
         return self.norm(x)
+
+    def _apply(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> GPT:
+        self.fused_decode = None  # it points at weights that ``.to()`` replaces
+        return super()._apply(fn, *args, **kwargs)
 
     # -- KV cache -------------------------------------------------------------------
 

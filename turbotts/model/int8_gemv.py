@@ -31,7 +31,10 @@ from turbotts.cpu import cpu_info
 
 logger = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("kernels") / "int8_gemv.cpp"
+KERNELS = Path(__file__).with_name("kernels")
+#: the extension: the matmul entry points and module (first), the fused decode stack, their shared tile code
+SOURCES = [KERNELS / "int8_gemv.cpp", KERNELS / "decode_stack.cpp"]
+HEADERS = [KERNELS / "int8_tiles.h", KERNELS / "decode_stack.h"]
 #: rows per call that go to the kernel (the C++ side takes up to 4): measured 1.22x, 1.11x, 1.09x and
 #: 0.94x the fbgemm step at 1 to 4 rows (full-size int8 GPT, 2-core AMD EPYC, AVX-512)
 MAX_ROWS = 3
@@ -66,14 +69,16 @@ def build(arch_flags: list[str]) -> ModuleType | None:
         return None
     from torch.utils import cpp_extension
 
-    digest = hashlib.sha256(SOURCE.read_bytes())
-    digest.update(" ".join([*arch_flags, *sorted(cpu_info().flags)]).encode())
+    # hidden: the native and the portable build may share a process without binding to each other's symbols
+    cflags = [*arch_flags, "-fopenmp", "-fvisibility=hidden"]
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in [*SOURCES, *HEADERS]))
+    digest.update(" ".join([*cflags, *sorted(cpu_info().flags)]).encode())
     name = f"turbotts_int8_gemv_{digest.hexdigest()[:12]}"
     try:
         module: ModuleType = cpp_extension.load(
             name,
-            [str(SOURCE)],
-            extra_cflags=[*arch_flags, "-fopenmp"],
+            [str(path) for path in SOURCES],
+            extra_cflags=cflags,
             extra_ldflags=["-fopenmp"],
             verbose=False,
         )

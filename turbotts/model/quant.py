@@ -2,9 +2,11 @@
 
 Why: a small-batch decode step is memory bound, it streams every GPT weight
 once, so int8 weights (a quarter of the fp32 bytes) make each step cheaper. On
-CPU a call of 1 to 3 rows runs on our weight-streaming kernel
+CPU a decode step of 1 to 4 rows runs as one fused call
+(:mod:`turbotts.model.int8_decode`) on our weight-streaming kernel
 (:mod:`turbotts.model.int8_gemv`: int16 activations per row, one sequential read
-of the weights), and larger calls on fbgemm's dynamic int8 linear: the
+of the weights); other int8 calls of 1 to 3 rows run on that kernel alone, and
+larger calls on fbgemm's dynamic int8 linear: the
 activations are quantized per call (per tensor, asymmetric uint8) and multiplied
 with the int8 weights into int32 (VNNI), which measured faster than the
 prepacked fp32 oneDNN path at batch 1 and batch 16 (see the bench figures in the
@@ -40,7 +42,8 @@ from turbotts.cpu import cpu_info
 from turbotts.errors import CheckpointError
 from turbotts.model import int8_gemv
 from turbotts.model.chattts import ChatTTSModules
-from turbotts.model.gpt import DecoderLayer
+from turbotts.model.gpt import GPT, DecoderLayer
+from turbotts.model.int8_decode import Int8DecodeStack
 from turbotts.model.layers import FusedLinear
 
 INT8_MAX = 127
@@ -187,13 +190,7 @@ def quantize_gpt(modules: ChatTTSModules, mode: str) -> None:
     """
     if mode != "int8":
         raise CheckpointError(f"--quant must be none or int8, not {mode!r}")
-    for layer in modules.gpt.layers:
-        attn, mlp = cast(DecoderLayer, layer).self_attn, cast(DecoderLayer, layer).mlp
-        attn._qkv = _take(attn, ["q_proj", "k_proj", "v_proj"])
-        attn._o = _take(attn, ["o_proj"])
-        mlp._gate_up = _take(mlp, ["gate_proj", "up_proj"])
-        mlp._down = _take(mlp, ["down_proj"])
-        attn.is_fused = mlp.is_fused = True
+    quantize_layers(modules.gpt)
     embed = modules.embed
     heads = [cast(nn.Linear, head) for head in embed.head_code]
     embed._code_heads = Int8Linear([head.weight for head in heads])
@@ -201,6 +198,19 @@ def quantize_gpt(modules: ChatTTSModules, mode: str) -> None:
         embed.head_code[index] = Int8Placeholder(head)
     embed._text_head = _take(embed, ["head_text"])
     embed.is_fused = True
+
+
+def quantize_layers(gpt: GPT) -> None:
+    """Replace the layer stack's linears by int8 matmuls, in place, and attach the fused
+    decode step where the tile kernel runs here."""
+    for layer in gpt.layers:
+        attn, mlp = cast(DecoderLayer, layer).self_attn, cast(DecoderLayer, layer).mlp
+        attn._qkv = _take(attn, ["q_proj", "k_proj", "v_proj"])
+        attn._o = _take(attn, ["o_proj"])
+        mlp._gate_up = _take(mlp, ["gate_proj", "up_proj"])
+        mlp._down = _take(mlp, ["down_proj"])
+        attn.is_fused = mlp.is_fused = True
+    gpt.fused_decode = Int8DecodeStack.build(gpt)
 
 
 def is_quantized(module: nn.Module) -> bool:

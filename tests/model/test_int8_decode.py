@@ -1,0 +1,175 @@
+"""The fused int8 decode step against the layer-by-layer path it replaces.
+
+Both run the same int8 weights on the same tile kernel, so they differ only by
+float rounding in the norms, rotary and attention; the checks cover several
+steps of ragged batches in scattered slots (with the KV cache each writes),
+switching between the two paths mid-sequence, grouped-query attention, the AVX2
+build, and when the stack steps aside.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+import pytest
+import torch
+
+from turbotts.config import GPTConfig
+from turbotts.cpu import cpu_info
+from turbotts.model import int8_decode, int8_gemv
+from turbotts.model.attention import DecodeMetadata, PrefillMetadata
+from turbotts.model.gpt import GPT
+from turbotts.model.int8_decode import Int8DecodeStack
+from turbotts.model.quant import quantize_layers
+
+pytestmark = pytest.mark.skipif(
+    "avx2" not in cpu_info().flags or shutil.which("c++") is None, reason="needs AVX2 and a C++ compiler"
+)
+
+CONFIG = GPTConfig(hidden_size=64, intermediate_size=160, num_attention_heads=4, num_key_value_heads=4,
+                   num_hidden_layers=3)  # fmt: skip
+GQA_CONFIG = GPTConfig(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
+                       num_hidden_layers=2)  # fmt: skip
+
+
+def _int8_gpt(config: GPTConfig, seed: int = 0) -> GPT:
+    torch.manual_seed(seed)
+    gpt = GPT(config).eval()
+    for param in gpt.parameters():  # random norms too, so a wrong norm weight shows
+        param.data.normal_(0.0, 0.5)
+    with torch.inference_mode():
+        quantize_layers(gpt)
+    return gpt
+
+
+def _relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float((got - want).abs().max() / want.abs().max())
+
+
+def _decode_run(gpt: GPT, fused: list[bool], slots: list[int], prompt_lens: list[int], seed: int = 1):
+    """Prefill each slot, then one decode step per entry of ``fused`` (True: the stack, False: layer by layer).
+
+    Returns the hidden states of every step and the cache.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    hidden = gpt.config.hidden_size
+    stack = gpt.fused_decode
+    assert stack is not None
+    cache = gpt.new_kv_cache(num_slots=max(slots) + 2, max_seq_len=max(prompt_lens) + len(fused) + 1)
+    outputs = []
+    with torch.inference_mode():
+        longest = max(prompt_lens)
+        prompt = torch.randn(len(slots), longest, hidden, generator=generator)
+        positions = torch.arange(longest).expand(len(slots), longest)
+        gpt.fused_decode = None
+        gpt.prefill(prompt, positions, PrefillMetadata.build(slots, prompt_lens), cache)
+        lens = list(prompt_lens)
+        for use_stack in fused:
+            x = torch.randn(len(slots), hidden, generator=generator)
+            meta = DecodeMetadata.build(slots, lens)
+            gpt.fused_decode = stack if use_stack else None
+            outputs.append(gpt.decode(x, torch.tensor(lens), meta, cache))
+            lens = [n + 1 for n in lens]
+    gpt.fused_decode = stack
+    return outputs, cache
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4])
+def test_fused_steps_match_the_layer_by_layer_path(rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(int8_gemv, "MAX_ROWS", 4)  # the layer-by-layer matmuls on the same kernel, not fbgemm
+    gpt = _int8_gpt(CONFIG)
+    assert isinstance(gpt.fused_decode, Int8DecodeStack)
+    slots = [5, 0, 3, 1][:rows]  # scattered, not in order
+    prompt_lens = [7, 3, 12, 1][:rows]  # ragged
+    fused, fused_cache = _decode_run(gpt, [True] * 6, slots, prompt_lens)
+    eager, eager_cache = _decode_run(gpt, [False] * 6, slots, prompt_lens)
+    for got, want in zip(fused, eager, strict=True):
+        assert got.shape == want.shape == (rows, CONFIG.hidden_size)
+        assert _relative_error(got, want) < 1e-3
+    assert _relative_error(fused_cache.data, eager_cache.data) < 1e-3
+    # the steps did something: each step's K/V landed at its own position, nothing beyond
+    for slot, n in zip(slots, prompt_lens, strict=True):
+        assert fused_cache.data[:, :, slot, :, n : n + 6].abs().sum(-1).min() > 0
+        assert fused_cache.data[:, :, slot, :, n + 6 :].abs().max() == 0
+
+
+def test_a_sequence_can_switch_paths_between_steps() -> None:
+    gpt = _int8_gpt(CONFIG)
+    mixed, _ = _decode_run(gpt, [True, False, True, True, False], [2, 4], [5, 9])
+    eager, _ = _decode_run(gpt, [False] * 5, [2, 4], [5, 9])
+    for got, want in zip(mixed, eager, strict=True):
+        assert _relative_error(got, want) < 1e-3
+
+
+def test_grouped_query_attention() -> None:
+    gpt = _int8_gpt(GQA_CONFIG, seed=3)
+    fused, _ = _decode_run(gpt, [True] * 4, [0, 2, 1], [4, 6, 2])
+    eager, _ = _decode_run(gpt, [False] * 4, [0, 2, 1], [4, 6, 2])
+    for got, want in zip(fused, eager, strict=True):
+        assert _relative_error(got, want) < 1e-3
+
+
+def test_the_avx2_build_gives_the_same_step() -> None:
+    avx2 = int8_gemv.build(["-O3", "-march=x86-64-v3"])  # AVX2 code, runnable on any AVX2 CPU
+    assert avx2 is not None and avx2.isa().startswith("avx2")
+    gpt = _int8_gpt(CONFIG)
+    native, _ = _decode_run(gpt, [True] * 3, [1, 0], [4, 8])
+    gpt.fused_decode = Int8DecodeStack.build(gpt, kernel=avx2)
+    portable, _ = _decode_run(gpt, [True] * 3, [1, 0], [4, 8])
+    for got, want in zip(portable, native, strict=True):
+        assert _relative_error(got, want) < 1e-4
+
+
+def test_steps_it_does_not_take_run_layer_by_layer() -> None:
+    gpt = _int8_gpt(CONFIG)
+    stack = gpt.fused_decode
+    assert stack is not None
+    cache = gpt.new_kv_cache(num_slots=8, max_seq_len=16)
+    rows = int8_decode.MAX_ROWS
+    assert stack.accepts(torch.zeros(rows, CONFIG.hidden_size), cache)
+    assert not stack.accepts(torch.zeros(rows + 1, CONFIG.hidden_size), cache)
+    assert not stack.accepts(torch.zeros(1, CONFIG.hidden_size, dtype=torch.bfloat16), cache)
+    assert not stack.accepts(torch.zeros(1, CONFIG.hidden_size), gpt.new_kv_cache(2, 16, dtype=torch.bfloat16))
+    # a batch over the limit still decodes, on the layer-by-layer path: bit for bit what that path gives
+    slots, lens = list(range(rows + 1)), [0] * (rows + 1)
+    x = torch.randn(rows + 1, CONFIG.hidden_size)
+    with torch.inference_mode():
+        wide = gpt.decode(x, torch.tensor(lens), DecodeMetadata.build(slots, lens), cache)
+        gpt.fused_decode = None
+        eager = gpt.decode(x, torch.tensor(lens), DecodeMetadata.build(slots, lens), cache)
+    assert torch.equal(wide, eager)
+
+
+def test_moving_the_model_drops_the_stack() -> None:
+    gpt = _int8_gpt(CONFIG)
+    assert gpt.fused_decode is not None
+    gpt.to(torch.float32)
+    assert gpt.fused_decode is None
+
+
+def test_switched_off_by_the_environment(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv(int8_decode.DISABLE_ENV, "0")
+    with caplog.at_level(logging.INFO, logger="turbotts.model.int8_decode"):
+        gpt = _int8_gpt(CONFIG)
+    assert gpt.fused_decode is None
+    assert "decode stack off" in caplog.text
+
+
+def test_bad_arguments_raise_clear_errors() -> None:
+    gpt = _int8_gpt(CONFIG)
+    stack = gpt.fused_decode
+    assert isinstance(stack, Int8DecodeStack)
+    cache = gpt.new_kv_cache(num_slots=2, max_seq_len=8)
+    raw = stack._stack
+    cos = torch.ones(1, CONFIG.head_dim)
+    with pytest.raises(RuntimeError, match="outside the cache"):
+        raw.forward(torch.zeros(1, CONFIG.hidden_size), cos, cos, cache.data, [2], [0])
+    with pytest.raises(RuntimeError, match="outside the cache"):
+        raw.forward(torch.zeros(1, CONFIG.hidden_size), cos, cos, cache.data, [0], [8])
+    with pytest.raises(RuntimeError, match="x must be"):
+        raw.forward(torch.zeros(1, 32), cos, cos, cache.data, [0], [0])
+    with pytest.raises(RuntimeError, match="one slot and one cache length per row"):
+        raw.forward(torch.zeros(1, CONFIG.hidden_size), cos, cos, cache.data, [0, 1], [0])
+    with pytest.raises(RuntimeError, match="kv must be"):
+        raw.forward(torch.zeros(1, CONFIG.hidden_size), cos, cos, cache.data[:, :, :, :, :4], [0], [0])

@@ -1,0 +1,182 @@
+// The fused decode step (see decode_stack.h). Reductions carry `omp simd` so
+// they vectorize (a float sum does not, unasked, at -O3: it reorders the adds). Numerics follow the eager path:
+// float32 RMS norm, HF rotate-half rotary from the caller's tables, softmax
+// attention over the slot's cache in place, SiLU-gated MLP, int8 matmuls on the
+// tile kernel (int16 activations, exact int32 sums).
+
+#include "decode_stack.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "int8_tiles.h"
+
+using namespace turbotts_int8;
+
+namespace {
+
+void rms_norm(const float* x, const float* weight, int64_t H, float eps, float* out) {
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t k = 0; k < H; ++k) sum += x[k] * x[k];
+  const float inv = 1.f / std::sqrt(sum / static_cast<float>(H) + eps);
+  for (int64_t k = 0; k < H; ++k) out[k] = weight[k] * (x[k] * inv);
+}
+
+// v (d) <- v * cos + roll(v, d / 2) * signed_sin, in place
+void rotate(float* v, const float* cos, const float* signed_sin, int64_t d, float* tmp) {
+  const int64_t half = d / 2;
+  for (int64_t i = 0; i < d; ++i) tmp[i] = v[i] * cos[i] + v[(i + half) % d] * signed_sin[i];
+  std::copy(tmp, tmp + d, v);
+}
+
+float dot(const float* a, const float* b, int64_t d) {
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < d; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+void check_weight(const torch::Tensor& t, torch::ScalarType type, int64_t rows, int64_t cols, const char* what) {
+  TORCH_CHECK(t.device().is_cpu() && t.is_contiguous() && t.scalar_type() == type, "DecodeStack: ", what,
+              " must be a contiguous CPU tensor of ", c10::toString(type));
+  TORCH_CHECK(t.size(0) == rows && (cols < 0 || (t.dim() == 2 && t.size(1) == cols)), "DecodeStack: ", what,
+              " has shape ", t.sizes(), ", expected (", rows, cols < 0 ? "" : ", ", cols < 0 ? "" : std::to_string(cols),
+              ")");
+}
+
+}  // namespace
+
+DecodeStack::DecodeStack(std::vector<torch::Tensor> norms, std::vector<torch::Tensor> tiles,
+                         std::vector<torch::Tensor> scales, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
+                         double eps)
+    : norms_(std::move(norms)),
+      tiles_(std::move(tiles)),
+      scales_(std::move(scales)),
+      num_heads_(num_heads),
+      num_kv_heads_(num_kv_heads),
+      head_dim_(head_dim),
+      eps_(static_cast<float>(eps)) {
+  TORCH_CHECK(!tiles_.empty() && tiles_.size() % 4 == 0 && scales_.size() == tiles_.size(),
+              "DecodeStack: four int8 matmuls (and scales) per layer");
+  num_layers_ = static_cast<int64_t>(tiles_.size()) / 4;
+  TORCH_CHECK(static_cast<int64_t>(norms_.size()) == 2 * num_layers_ + 1, "DecodeStack: two norms per layer and a final one");
+  TORCH_CHECK(num_heads > 0 && num_kv_heads > 0 && num_heads % num_kv_heads == 0 && head_dim % 2 == 0,
+              "DecodeStack: heads must be a multiple of kv heads, head_dim even");
+  hidden_ = tiles_[1].size(0);
+  intermediate_ = tiles_[3].size(1);
+  const int64_t qkv = (num_heads + 2 * num_kv_heads) * head_dim;
+  for (int64_t l = 0; l < num_layers_; ++l) {
+    check_weight(tiles_[4 * l], torch::kInt8, qkv, hidden_, "q|k|v weights");
+    check_weight(tiles_[4 * l + 1], torch::kInt8, hidden_, num_heads * head_dim, "o weights");
+    check_weight(tiles_[4 * l + 2], torch::kInt8, 2 * intermediate_, hidden_, "gate|up weights");
+    check_weight(tiles_[4 * l + 3], torch::kInt8, hidden_, intermediate_, "down weights");
+    for (int64_t i = 0; i < 4; ++i)
+      check_weight(scales_[4 * l + i], torch::kFloat32, tiles_[4 * l + i].size(0), -1, "scales");
+  }
+  for (const auto& norm : norms_) check_weight(norm, torch::kFloat32, hidden_, -1, "norm weights");
+}
+
+torch::Tensor DecodeStack::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& signed_sin,
+                                   const torch::Tensor& kv, const std::vector<int64_t>& slots,
+                                   const std::vector<int64_t>& lens) const {
+  const int64_t M = x.size(0), H = hidden_, I = intermediate_, d = head_dim_;
+  const int64_t nh = num_heads_, nkv = num_kv_heads_, group = nh / nkv;
+  TORCH_CHECK(x.dim() == 2 && x.size(1) == H && x.scalar_type() == torch::kFloat32 && x.device().is_cpu(),
+              "DecodeStack: x must be (M, ", H, ") float32 on CPU");
+  TORCH_CHECK(M >= 1, "DecodeStack: at least one row");
+  TORCH_CHECK(static_cast<int64_t>(slots.size()) == M && static_cast<int64_t>(lens.size()) == M,
+              "DecodeStack: one slot and one cache length per row");
+  for (const auto* table : {&cos, &signed_sin})
+    TORCH_CHECK(table->dim() == 2 && table->size(0) == M && table->size(1) == d && table->is_contiguous() &&
+                    table->scalar_type() == torch::kFloat32,
+                "DecodeStack: rotary tables must be contiguous (M, head_dim) float32");
+  TORCH_CHECK(kv.dim() == 6 && kv.size(0) == num_layers_ && kv.size(1) == 2 && kv.size(3) == nkv && kv.size(5) == d &&
+                  kv.is_contiguous() && kv.scalar_type() == torch::kFloat32 && kv.device().is_cpu(),
+              "DecodeStack: kv must be a contiguous float32 (layers, 2, slots, kv_heads, max_len, head_dim) cache");
+  const int64_t num_slots = kv.size(2), max_len = kv.size(4);
+  for (int64_t m = 0; m < M; ++m)
+    TORCH_CHECK(slots[m] >= 0 && slots[m] < num_slots && lens[m] >= 0 && lens[m] < max_len,
+                "DecodeStack: slot ", slots[m], " position ", lens[m], " is outside the cache");
+
+  const int64_t qkv_width = (nh + 2 * nkv) * d;
+  std::vector<float> h(M * H), normed(M * H), qkv(M * qkv_width), attn(M * nh * d), proj(M * H), gate_up(M * 2 * I),
+      act(M * I), tmp(d);
+  std::vector<int16_t> scratch(M * std::max({H, I, nh * d}));
+  std::copy(x.data_ptr<float>(), x.data_ptr<float>() + M * H, h.begin());
+  const float* cos_p = cos.data_ptr<float>();
+  const float* sin_p = signed_sin.data_ptr<float>();
+  float* cache = kv.data_ptr<float>();
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  // element offset of (layer, k|v, slot, head, position, 0)
+  auto at = [&](int64_t layer, int64_t which, int64_t slot, int64_t head, int64_t pos) {
+    return (((((layer * 2 + which) * num_slots + slot) * nkv + head) * max_len + pos) * d);
+  };
+  auto matmul = [&](const float* in, int64_t K, int64_t index, float* out) {
+    // groups of up to MAX_ROWS rows, each streaming the weights once
+    const auto& w = tiles_[index];
+    const int64_t N = w.size(0);
+    for (int64_t m0 = 0; m0 < M; m0 += MAX_ROWS)
+      matmul_rows(in + m0 * K, std::min(MAX_ROWS, M - m0), K, w.data_ptr<int8_t>(), scales_[index].data_ptr<float>(),
+                  N, out + m0 * N, scratch.data());
+  };
+
+  for (int64_t l = 0; l < num_layers_; ++l) {
+    // attention block
+    for (int64_t m = 0; m < M; ++m) rms_norm(&h[m * H], norms_[2 * l].data_ptr<float>(), H, eps_, &normed[m * H]);
+    matmul(normed.data(), H, 4 * l, qkv.data());
+    for (int64_t m = 0; m < M; ++m) {
+      float* row = &qkv[m * qkv_width];
+      for (int64_t head = 0; head < nh + nkv; ++head) rotate(row + head * d, cos_p + m * d, sin_p + m * d, d, tmp.data());
+      for (int64_t g = 0; g < nkv; ++g) {
+        std::copy(row + (nh + g) * d, row + (nh + g + 1) * d, cache + at(l, 0, slots[m], g, lens[m]));
+        std::copy(row + (nh + nkv + g) * d, row + (nh + nkv + g + 1) * d, cache + at(l, 1, slots[m], g, lens[m]));
+      }
+    }
+    at::parallel_for(0, M * nh, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> scores;
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t m = task / nh, head = task % nh, g = head / group, num_keys = lens[m] + 1;
+        const float* q = &qkv[m * qkv_width + head * d];
+        const float* keys = cache + at(l, 0, slots[m], g, 0);
+        const float* values = cache + at(l, 1, slots[m], g, 0);
+        scores.resize(num_keys);
+        float best = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < num_keys; ++j) {
+          scores[j] = dot(q, keys + j * d, d) * scale;
+          best = std::max(best, scores[j]);
+        }
+        float total = 0.f;
+#pragma omp simd reduction(+ : total)
+        for (int64_t j = 0; j < num_keys; ++j) {
+          scores[j] = std::exp(scores[j] - best);
+          total += scores[j];
+        }
+        float* out = &attn[(m * nh + head) * d];
+        std::fill(out, out + d, 0.f);
+        for (int64_t j = 0; j < num_keys; ++j) {
+          const float p = scores[j] / total;
+          const float* v = values + j * d;
+          for (int64_t i = 0; i < d; ++i) out[i] += p * v[i];
+        }
+      }
+    });
+    matmul(attn.data(), nh * d, 4 * l + 1, proj.data());
+    for (int64_t k = 0; k < M * H; ++k) h[k] += proj[k];
+    // MLP block
+    for (int64_t m = 0; m < M; ++m) rms_norm(&h[m * H], norms_[2 * l + 1].data_ptr<float>(), H, eps_, &normed[m * H]);
+    matmul(normed.data(), H, 4 * l + 2, gate_up.data());
+    for (int64_t m = 0; m < M; ++m) {
+      const float* g = &gate_up[m * 2 * I];
+      for (int64_t k = 0; k < I; ++k) act[m * I + k] = g[k] / (1.f + std::exp(-g[k])) * g[I + k];
+    }
+    matmul(act.data(), I, 4 * l + 3, proj.data());
+    for (int64_t k = 0; k < M * H; ++k) h[k] += proj[k];
+  }
+  auto out = torch::empty({M, H}, torch::kFloat32);
+  for (int64_t m = 0; m < M; ++m) rms_norm(&h[m * H], norms_.back().data_ptr<float>(), H, eps_, out.data_ptr<float>() + m * H);
+  return out;
+}

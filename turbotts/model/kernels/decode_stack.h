@@ -1,0 +1,34 @@
+// One decode step of the whole Llama layer stack for a few rows, in one call.
+//
+// Why: with int8 weights streamed by the tile kernel, a batch-1 step spent as
+// long again in ~25 small eager ops per layer (norms, rotary, cache writes,
+// single-query attention) and their Python dispatch as in reading the weights.
+// Here each of those is a plain loop over a few thousand floats, and the
+// weights are read once per step by the same tile kernel.
+
+#pragma once
+
+#include <torch/extension.h>
+
+#include <vector>
+
+class DecodeStack {
+ public:
+  // Per layer l: norms[2l] input norm, norms[2l + 1] post-attention norm, norms.back() the final norm;
+  // tiles/scales[4l ..4l + 3]: q|k|v, o, gate|up and down, each packed by pack() with one scale per row.
+  DecodeStack(std::vector<torch::Tensor> norms, std::vector<torch::Tensor> tiles, std::vector<torch::Tensor> scales,
+              int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, double eps);
+
+  // x (M, hidden) float32, M <= 4; cos/signed_sin (M, head_dim) rotary tables of each row's position;
+  // kv the cache (layers, 2, slots, kv_heads, max_len, head_dim) float32, contiguous; row m's token
+  // is written at position lens[m] of slot slots[m] and attends to positions 0..lens[m].
+  // Returns the final-norm hidden state (M, hidden).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& signed_sin,
+                        const torch::Tensor& kv, const std::vector<int64_t>& slots,
+                        const std::vector<int64_t>& lens) const;
+
+ private:
+  std::vector<torch::Tensor> norms_, tiles_, scales_;
+  int64_t num_layers_, num_heads_, num_kv_heads_, head_dim_, hidden_, intermediate_;
+  float eps_;
+};
