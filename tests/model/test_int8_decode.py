@@ -4,7 +4,7 @@ Both run the same int8 weights on the same tile kernel, so they differ only by
 float rounding in the norms, rotary and attention; the checks cover several
 steps of ragged batches in scattered slots (with the KV cache each writes),
 switching between the two paths mid-sequence, grouped-query attention, the AVX2
-build, and when the stack steps aside.
+build, wide steps on fbgemm's matmuls inside the stack, and when it steps aside.
 """
 
 from __future__ import annotations
@@ -121,10 +121,29 @@ def test_the_avx2_build_gives_the_same_step() -> None:
         assert _relative_error(got, want) < 1e-4
 
 
-def test_steps_it_does_not_take_run_layer_by_layer() -> None:
+@pytest.mark.parametrize("rows", [5, 16])
+def test_wide_steps_run_in_the_stack_on_fbgemm_matmuls(rows: int) -> None:
     gpt = _int8_gpt(CONFIG)
     stack = gpt.fused_decode
-    assert stack is not None
+    assert isinstance(stack, Int8DecodeStack) and stack.max_rows is None
+    slots = [(5 * i + 3) % (rows + 2) for i in range(rows)]  # scattered, distinct (5 is prime to 7 and 18)
+    prompt_lens = [1 + (5 * i) % 11 for i in range(rows)]  # ragged
+    cache = gpt.new_kv_cache(num_slots=rows + 2, max_seq_len=32)
+    assert stack.accepts(torch.zeros(rows, CONFIG.hidden_size), cache)
+    # the layer-by-layer path runs these rows on fbgemm too: the two differ by float rounding only
+    fused, fused_cache = _decode_run(gpt, [True] * 4, slots, prompt_lens)
+    eager, eager_cache = _decode_run(gpt, [False] * 4, slots, prompt_lens)
+    for got, want in zip(fused, eager, strict=True):
+        assert got.shape == (rows, CONFIG.hidden_size)
+        assert _relative_error(got, want) < 1e-3
+    assert _relative_error(fused_cache.data, eager_cache.data) < 1e-3
+
+
+def test_without_wide_matmuls_wide_steps_run_layer_by_layer() -> None:
+    gpt = _int8_gpt(CONFIG)
+    stack = Int8DecodeStack.build(gpt, wide=False)
+    assert stack is not None and stack.max_rows == int8_decode.MAX_ROWS
+    gpt.fused_decode = stack
     cache = gpt.new_kv_cache(num_slots=8, max_seq_len=16)
     rows = int8_decode.MAX_ROWS
     assert stack.accepts(torch.zeros(rows, CONFIG.hidden_size), cache)

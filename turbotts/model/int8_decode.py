@@ -5,7 +5,11 @@ step spent about as long again in the ~25 small eager ops per layer around the
 matmuls (norms, rotary, cache writes, single-query attention) and their
 Python dispatch as in the matmuls themselves. The stack runs those as plain
 loops between the same kernel's matmuls, with the GIL released, so a step of
-1 to :data:`int8_gemv.MAX_ROWS` rows costs about its weight reads.
+1 to :data:`MAX_ROWS` rows costs about its weight reads. Wider steps (a batch
+of 16) run fbgemm's matmuls on the same int8 weights from inside the stack
+(where fbgemm is the int8 engine): the tile kernel streams the weights once
+per 4 rows and loses there, while attention over the cache, a quarter of an
+eager step at 16 rows, stays fused.
 
 It reads the weights the int8 linears already hold (no copy) and writes the
 same KV cache the eager path does, so a sequence can move between the two from
@@ -30,21 +34,29 @@ logger = logging.getLogger(__name__)
 
 #: ``TURBOTTS_DECODE_STACK=0`` keeps the tile kernel's matmuls but runs the rest of the step eagerly (for A/B runs)
 DISABLE_ENV = "TURBOTTS_DECODE_STACK"
+#: rows per step the stack takes on its tile kernel alone (it streams the weights once per 4 rows): at
+#: 8-16 rows that measured 0.7-0.8x the layer-by-layer time with 150 cached tokens but 1.15x with 2
+#: (2-core AMD EPYC, AVX-512), so wider steps take fbgemm's matmuls, or go layer by layer without them
 MAX_ROWS = 4
 
 
 class Int8DecodeStack:
     """The fused decode step of one int8-quantized GPT; build it with :meth:`build`."""
 
-    def __init__(self, gpt: GPT, stack: Any) -> None:
+    def __init__(self, gpt: GPT, stack: Any, max_rows: int | None) -> None:
         self._rotary = gpt.rotary
         self._stack = stack
+        self.max_rows = max_rows  # None: any number of rows (fbgemm takes the wide ones)
 
     @classmethod
-    def build(cls, gpt: GPT, kernel: ModuleType | None = None) -> Int8DecodeStack | None:
+    def build(
+        cls, gpt: GPT, kernel: ModuleType | None = None, *, reduce_range: bool = False, wide: bool = True
+    ) -> Int8DecodeStack | None:
         """The stack for ``gpt`` where every layer's int8 linears run on the tile kernel, else None.
 
-        ``kernel`` is the compiled extension to run it on (default: the one the linears use).
+        ``kernel`` is the compiled extension to run it on (default: the one the linears use);
+        ``reduce_range`` is how fbgemm is called for steps wider than :data:`MAX_ROWS`;
+        ``wide=False`` leaves those steps to the layer-by-layer path.
         """
         if os.environ.get(DISABLE_ENV, "1") == "0":
             logger.info("fused int8 decode stack off (%s=0): decode steps run layer by layer", DISABLE_ENV)
@@ -65,22 +77,31 @@ class Int8DecodeStack:
         kernel = kernel or linears[0].kernel
         assert kernel is not None  # built together with the tiles
         config = gpt.config
+        packed = [linear.packed for linear in linears]
+        wide = wide and all(p is not None for p in packed)
         stack = kernel.DecodeStack(
             norms=[norm.detach() for norm in norms],
             tiles=[linear.tiles for linear in linears],
             scales=[linear.scale for linear in linears],
+            wide=packed if wide else [],
+            reduce_range=reduce_range,
             num_heads=config.num_attention_heads,
             num_kv_heads=config.num_key_value_heads,
             head_dim=config.head_dim,
             eps=config.rms_norm_eps,
         )
-        return cls(gpt, stack)
+        if wide:
+            logger.info("fused int8 decode stack ready: every decode step runs as one call (fbgemm beyond %d rows)",
+                        MAX_ROWS)  # fmt: skip
+        else:
+            logger.info("fused int8 decode stack ready: decode steps of 1 to %d rows run as one call", MAX_ROWS)
+        return cls(gpt, stack, None if wide else MAX_ROWS)
 
     def accepts(self, inputs_embeds: Tensor, cache: KVCache) -> bool:
-        """Whether this step fits the stack: few float32 rows, a contiguous float32 CPU cache."""
+        """Whether this step fits: float32 rows (few, without wide matmuls), a contiguous float32 CPU cache."""
         data = cache.data
         return (
-            inputs_embeds.shape[0] <= MAX_ROWS
+            (self.max_rows is None or inputs_embeds.shape[0] <= self.max_rows)
             and inputs_embeds.dtype == torch.float32
             and data.dtype == torch.float32
             and data.device.type == "cpu"

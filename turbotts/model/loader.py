@@ -68,7 +68,7 @@ def _populate(modules: ChatTTSModules, files: CheckpointFiles) -> None:
         _load_strict(module, state, f"{files.origin}/{relative}")
 
 
-def _release_freed_memory() -> None:
+def release_freed_memory() -> None:
     """Hand the heap that loading freed back to the OS (glibc keeps it otherwise).
 
     Loading frees many weight-sized blocks (file buffers, weight-norm halves,
@@ -107,7 +107,7 @@ def _place(modules: ChatTTSModules, device: str, dtype: str, quant: str) -> tupl
         # about 2x faster small-batch decode (the unfused weights stay the source of truth)
         modules.gpt.fuse()
         modules.embed.fuse()
-    _release_freed_memory()
+    release_freed_memory()
     return target, DTYPES[dtype]
 
 
@@ -147,7 +147,7 @@ def build_model(
     config = model_config_of(files)
     modules = ChatTTSModules(config, defer_gpt_weights=True)
     _populate(modules, files)
-    _release_freed_memory()
+    release_freed_memory()
     tokenizer_json = files.read(ckpt.TOKENIZER_FILE).decode("utf-8")
     tokenizer = Tokenizer.from_json(tokenizer_json, config.gpt.num_text_tokens)
     placed_device, placed_dtype = _place(modules, device, dtype, quant)

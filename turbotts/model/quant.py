@@ -210,7 +210,7 @@ def quantize_layers(gpt: GPT) -> None:
         mlp._gate_up = _take(mlp, ["gate_proj", "up_proj"])
         mlp._down = _take(mlp, ["down_proj"])
         attn.is_fused = mlp.is_fused = True
-    gpt.fused_decode = Int8DecodeStack.build(gpt)
+    gpt.fused_decode = Int8DecodeStack.build(gpt, reduce_range=REDUCE_RANGE)
 
 
 def is_quantized(module: nn.Module) -> bool:

@@ -2,7 +2,9 @@
 // they vectorize (a float sum does not, unasked, at -O3: it reorders the adds). Numerics follow the eager path:
 // float32 RMS norm, HF rotate-half rotary from the caller's tables, softmax
 // attention over the slot's cache in place, SiLU-gated MLP, int8 matmuls on the
-// tile kernel (int16 activations, exact int32 sums).
+// tile kernel (int16 activations, exact int32 sums) up to MAX_ROWS rows, fbgemm's beyond.
+// exp is a polynomial that vectorizes (within 2e-7 relative of expf), for the
+// softmax and SiLU, whose scalar expf calls grew with the batch.
 
 #include "decode_stack.h"
 
@@ -10,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "int8_tiles.h"
@@ -33,6 +36,27 @@ void rotate(float* v, const float* cos, const float* signed_sin, int64_t d, floa
   std::copy(tmp, tmp + d, v);
 }
 
+// e^x in float32: Cody-Waite reduction to r in [-ln2/2, ln2/2], the degree-6
+// minimax polynomial of Cephes' expf for e^r, and 2^n built in the exponent bits.
+// Branch-free (x is clamped to the normal range), so `omp simd` loops vectorize it.
+inline float exp_poly(float x) {
+  x = std::min(std::max(x, -87.3f), 88.3f);
+  constexpr float kRound = 12582912.f;  // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer
+  const float n = (x * 1.44269504088896341f + kRound) - kRound;
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  return p * two_n;
+}
+
 float dot(const float* a, const float* b, int64_t d) {
   float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
@@ -51,11 +75,13 @@ void check_weight(const torch::Tensor& t, torch::ScalarType type, int64_t rows, 
 }  // namespace
 
 DecodeStack::DecodeStack(std::vector<torch::Tensor> norms, std::vector<torch::Tensor> tiles,
-                         std::vector<torch::Tensor> scales, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
-                         double eps)
+                         std::vector<torch::Tensor> scales, std::vector<c10::intrusive_ptr<LinearPackedParamsBase>> wide,
+                         bool reduce_range, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, double eps)
     : norms_(std::move(norms)),
       tiles_(std::move(tiles)),
       scales_(std::move(scales)),
+      wide_(std::move(wide)),
+      reduce_range_(reduce_range),
       num_heads_(num_heads),
       num_kv_heads_(num_kv_heads),
       head_dim_(head_dim),
@@ -63,6 +89,7 @@ DecodeStack::DecodeStack(std::vector<torch::Tensor> norms, std::vector<torch::Te
   TORCH_CHECK(!tiles_.empty() && tiles_.size() % 4 == 0 && scales_.size() == tiles_.size(),
               "DecodeStack: four int8 matmuls (and scales) per layer");
   num_layers_ = static_cast<int64_t>(tiles_.size()) / 4;
+  TORCH_CHECK(wide_.empty() || wide_.size() == tiles_.size(), "DecodeStack: wide matmuls, if any, one per tiled one");
   TORCH_CHECK(static_cast<int64_t>(norms_.size()) == 2 * num_layers_ + 1, "DecodeStack: two norms per layer and a final one");
   TORCH_CHECK(num_heads > 0 && num_kv_heads > 0 && num_heads % num_kv_heads == 0 && head_dim % 2 == 0,
               "DecodeStack: heads must be a multiple of kv heads, head_dim even");
@@ -116,9 +143,16 @@ torch::Tensor DecodeStack::forward(const torch::Tensor& x, const torch::Tensor& 
     return (((((layer * 2 + which) * num_slots + slot) * nkv + head) * max_len + pos) * d);
   };
   auto matmul = [&](const float* in, int64_t K, int64_t index, float* out) {
-    // groups of up to MAX_ROWS rows, each streaming the weights once
     const auto& w = tiles_[index];
     const int64_t N = w.size(0);
+    if (M > MAX_ROWS && !wide_.empty()) {
+      // fbgemm writes a new tensor; from_blob only borrows `in` for the call
+      const auto y = wide_[index]->apply_dynamic(torch::from_blob(const_cast<float*>(in), {M, K}), reduce_range_);
+      TORCH_CHECK(y.is_contiguous() && y.size(0) == M && y.size(1) == N, "DecodeStack: fbgemm returned ", y.sizes());
+      std::copy(y.data_ptr<float>(), y.data_ptr<float>() + M * N, out);
+      return;
+    }
+    // groups of up to MAX_ROWS rows, each streaming the weights once
     for (int64_t m0 = 0; m0 < M; m0 += MAX_ROWS)
       matmul_rows(in + m0 * K, std::min(MAX_ROWS, M - m0), K, w.data_ptr<int8_t>(), scales_[index].data_ptr<float>(),
                   N, out + m0 * N, scratch.data());
@@ -152,7 +186,7 @@ torch::Tensor DecodeStack::forward(const torch::Tensor& x, const torch::Tensor& 
         float total = 0.f;
 #pragma omp simd reduction(+ : total)
         for (int64_t j = 0; j < num_keys; ++j) {
-          scores[j] = std::exp(scores[j] - best);
+          scores[j] = exp_poly(scores[j] - best);
           total += scores[j];
         }
         float* out = &attn[(m * nh + head) * d];
@@ -171,7 +205,9 @@ torch::Tensor DecodeStack::forward(const torch::Tensor& x, const torch::Tensor& 
     matmul(normed.data(), H, 4 * l + 2, gate_up.data());
     for (int64_t m = 0; m < M; ++m) {
       const float* g = &gate_up[m * 2 * I];
-      for (int64_t k = 0; k < I; ++k) act[m * I + k] = g[k] / (1.f + std::exp(-g[k])) * g[I + k];
+      float* a = &act[m * I];
+#pragma omp simd
+      for (int64_t k = 0; k < I; ++k) a[k] = g[k] / (1.f + exp_poly(-g[k])) * g[I + k];
     }
     matmul(act.data(), I, 4 * l + 3, proj.data());
     for (int64_t k = 0; k < M * H; ++k) h[k] += proj[k];
