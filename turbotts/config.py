@@ -228,6 +228,7 @@ class StreamingConfig:
 DECODE_MODES = ("auto", "eager", "static", "graphs")
 #: realtime: a stream starts only while every running stream keeps real time (engine/realtime.py); off: FCFS.
 ADMISSION_MODES = ("realtime", "off")
+KV_DTYPES = ("auto", "fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,8 @@ class EngineConfig:
         realtime_margin: headroom over real time (0.2: 20 % more steps per second than playback needs).
         max_queue_wait_s: a stream whose estimated queue wait is longer is refused (503); 0 = never.
         realtime_capacity_override: a fixed real-time capacity in streams instead of the learned one.
+        kv_dtype: storage of the KV cache: ``auto`` (bf16 where the fused int8 decode stack runs,
+            else the GPT's dtype), ``fp32`` or ``bf16`` (half the bytes attention reads each step).
     """
 
     max_batch_size: int = 16
@@ -260,6 +263,7 @@ class EngineConfig:
     realtime_margin: float = 0.2
     max_queue_wait_s: float = 30.0
     realtime_capacity_override: int | None = None
+    kv_dtype: str = "auto"  # auto | fp32 | bf16 (see KV_DTYPES)
 
     def __post_init__(self) -> None:
         if self.admission not in ADMISSION_MODES:
@@ -270,6 +274,8 @@ class EngineConfig:
             raise ValueError("realtime_capacity_override cannot be negative")
         if self.vocoder_dtype not in ("fp32", "bf16", "auto"):
             raise ValueError(f"vocoder_dtype must be fp32, bf16 or auto, not {self.vocoder_dtype!r}")
+        if self.kv_dtype not in KV_DTYPES:
+            raise ValueError(f"kv_dtype must be one of {', '.join(KV_DTYPES)}, not {self.kv_dtype!r}")
         if self.decode_mode not in DECODE_MODES:
             raise ValueError(f"decode_mode must be one of {', '.join(DECODE_MODES)}, not {self.decode_mode!r}")
         for name in ("max_batch_size", "max_waiting", "kv_budget_bytes", "max_seq_len", "max_prefill_tokens"):

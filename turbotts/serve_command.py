@@ -38,6 +38,9 @@ def serve(
     dtype: Annotated[str | None, typer.Option("--dtype", help="GPT weight precision: fp32, bf16 or fp16.")] = None,
     quant: Annotated[str | None, typer.Option("--quant", help="GPT weight quantization: none or int8.")] = None,
     vocoder_dtype: Annotated[str | None, typer.Option("--vocoder-dtype", help="Decoder/Vocos: fp32 or bf16.")] = None,
+    kv_dtype: Annotated[
+        str | None, typer.Option("--kv-dtype", help="KV cache: auto (bf16 under the int8 decode stack), fp32, bf16.")
+    ] = None,
     host: Annotated[str | None, typer.Option("--host", help="Interface to listen on (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option("--port", help="TCP port (default 8000).")] = None,
     config: Annotated[
@@ -104,7 +107,8 @@ def serve(
     flags: dict[str, Any] = {
         "checkpoint": checkpoint, "load_format": load_format, "dummy_size": dummy_size, "key_env": key_env,
         "public_key": public_key, "device": device,
-        "dtype": dtype, "quant": quant, "vocoder_dtype": vocoder_dtype, "host": host, "port": port,
+        "dtype": dtype, "quant": quant, "vocoder_dtype": vocoder_dtype, "kv_dtype": kv_dtype,
+        "host": host, "port": port,
         "config_file": config, "redis_url": redis_url,
         "rate_limit_rps": rate_limit_rps, "rate_limit_burst": rate_limit_burst, "api_key_file": api_key_file,
         "blocklist": blocklist, "watermark": False if no_watermark else None, "cache_max_bytes": cache_max_bytes,

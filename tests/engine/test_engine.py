@@ -7,6 +7,7 @@ import sys
 from functools import cache
 
 import numpy as np
+import torch
 import pytest
 
 from tests.golden import FIXTURE_DIR
@@ -289,3 +290,31 @@ def test_bf16_vocoder_stays_close_to_fp32() -> None:
     assert wavs["bf16"].dtype == np.float32 and len(wavs["bf16"]) == len(wavs["fp32"])
     error = float(np.abs(wavs["bf16"] - wavs["fp32"]).max())
     assert 0 < error < 0.05 * float(np.abs(wavs["fp32"]).max())
+
+
+def test_a_bf16_kv_cache_holds_twice_the_tokens_in_one_budget_and_still_speaks() -> None:
+    params = SynthesisParams(code=SamplingParams(max_new_tokens=30, ignore_eos=True), refine_text=False, seed=5)
+    budget = 2 * 2**20
+    cores = {
+        dtype: EngineCore(model(), EngineConfig(kv_dtype=dtype, kv_budget_bytes=budget)) for dtype in ("auto", "bf16")
+    }
+    assert cores["auto"].runner.cache.data.dtype == torch.float32  # fp32 weights, no int8 stack: exact cache
+    assert cores["bf16"].runner.cache.data.dtype == torch.bfloat16
+    slots = {dtype: core.kv_layout.num_slots * core.kv_layout.max_seq_len for dtype, core in cores.items()}
+    assert slots["bf16"] >= 2 * slots["auto"] - cores["auto"].kv_layout.max_seq_len
+    wavs = {}
+    for dtype, core in cores.items():
+        core.add_request("a", TEXTS[0], params)
+        wavs[dtype] = run_all(core)["a"][-1].audio
+    assert len(wavs["bf16"]) == len(wavs["auto"]) and np.isfinite(wavs["bf16"]).all()
+    assert float(np.abs(wavs["bf16"]).max()) > 0
+
+
+def test_auto_kv_dtype_is_bf16_under_the_int8_stack_and_a_bad_name_is_refused() -> None:
+    int8 = load_model(ModelSource(checkpoint=FIXTURE_DIR), quant="int8")
+    if int8.modules.gpt.fused_decode is None:
+        pytest.skip("the int8 decode stack did not build here (no C++ compiler)")
+    core = EngineCore(int8, EngineConfig())
+    assert core.runner.cache.data.dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="kv_dtype must be one of"):
+        EngineConfig(kv_dtype="fp16")

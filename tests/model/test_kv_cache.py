@@ -65,6 +65,34 @@ def test_prefill_then_decode_matches_golden_teacher_forcing(gpt: GPT, embed: Emb
     assert cache.data[:, :, :slot].abs().sum() == 0, "other slots must stay untouched"
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s.value)
+def test_a_bf16_cache_under_fp32_activations_follows_the_golden_pass(
+    gpt: GPT, embed: Embed, strategy: DecodeStrategy
+) -> None:
+    """A bf16 cache (``EngineConfig.kv_dtype``) stores K/V at bf16 precision and attends in fp32."""
+    case = tensors("e1_gpt_teacher_forced")
+    ids, golden = case["input_ids"], case["hidden"]
+    cache = gpt.new_kv_cache(num_slots=3, max_seq_len=64, dtype=torch.bfloat16)
+    fp32_cache = gpt.new_kv_cache(num_slots=3, max_seq_len=64)
+    errors = []
+    with torch.inference_mode():
+        prompt = embed.embed(ids[:, :PROMPT_LEN], case["text_mask"][:, :PROMPT_LEN])
+        meta = PrefillMetadata.build([1], [PROMPT_LEN])
+        gpt.prefill(prompt, torch.arange(PROMPT_LEN)[None], meta, cache)
+        gpt.prefill(prompt, torch.arange(PROMPT_LEN)[None], meta, fp32_cache)
+        for length in range(PROMPT_LEN, ids.shape[1]):
+            x = embed.embed_codes(ids[:, length])
+            meta_d = DecodeMetadata.build([1], [length], strategy=strategy)
+            out = gpt.decode(x, torch.tensor([length]), meta_d, cache)
+            gpt.decode(x, torch.tensor([length]), meta_d, fp32_cache)
+            assert out.dtype == torch.float32
+            errors.append(float((out - golden[:, length]).abs().max() / golden[:, length].abs().max()))
+    assert cache.data.dtype == torch.bfloat16
+    # layer 0's K/V depend on the inputs alone: the fp32 cache's, rounded to bf16 (2^-8 relative)
+    torch.testing.assert_close(cache.data[0].float(), fp32_cache.data[0], rtol=2**-8, atol=1e-6)
+    assert 0 < max(errors) < 2e-2  # bf16 storage shows, but only at its own precision
+
+
 def _random_sequences(hidden: int, lengths: list[int], seed: int = 0) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     return [torch.randn(n, hidden, generator=gen) for n in lengths]

@@ -28,8 +28,9 @@ from turbotts.cli_options import (
     PublicKeyOpt,
     model_source,
 )
-from turbotts.config import DECODE_MODES, EngineConfig, StreamingConfig
+from turbotts.config import DECODE_MODES, KV_DTYPES, EngineConfig, StreamingConfig
 from turbotts.cpu import cpu_info
+from turbotts.engine.model_runner import kv_cache_dtype
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.loader import release_freed_memory
 from turbotts.model.precision import resolve_precision
@@ -75,6 +76,9 @@ def bench(
     kv_budget_mb: Annotated[int, typer.Option("--kv-budget-mb")] = 8192,
     vocoder_dtype: Annotated[
         str, typer.Option("--vocoder-dtype", help="auto, fp32 or bf16 (Decoder + Vocos).")
+    ] = "auto",
+    kv_dtype: Annotated[
+        str, typer.Option("--kv-dtype", help="KV cache: auto (bf16 under the int8 decode stack), fp32 or bf16.")
     ] = "auto",
     max_chunk_frames: Annotated[int, typer.Option("--max-chunk-frames", help="Largest streamed chunk.")] = 96,
     first_chunk_frames: Annotated[
@@ -128,7 +132,11 @@ def bench(
         raise typer.BadParameter(str(exc)) from exc
     if decode_mode not in DECODE_MODES:
         raise typer.BadParameter(f"--decode-mode must be one of {', '.join(DECODE_MODES)}")
-    base_config = EngineConfig(kv_budget_bytes=kv_budget_mb * 2**20, streaming=streaming, decode_mode=decode_mode)
+    if kv_dtype not in KV_DTYPES:
+        raise typer.BadParameter(f"--kv-dtype must be one of {', '.join(KV_DTYPES)}")
+    base_config = EngineConfig(
+        kv_budget_bytes=kv_budget_mb * 2**20, streaming=streaming, decode_mode=decode_mode, kv_dtype=kv_dtype
+    )
     bandwidth = measure_bandwidth_bytes_per_s()
     workload = make_workload(num_requests, lengths, request_rate, seed)
     runs: list[dict[str, Any]] = []
@@ -152,6 +160,7 @@ def bench(
             "roofline_ratio": batch1_step_s * bandwidth / weight_bytes,
             "decode_weight_bytes": weight_bytes,
             "int8_kernel": int8_kernel_name(model),
+            "kv_dtype": str(kv_cache_dtype(kv_dtype, model.modules.gpt)).removeprefix("torch."),
             "load_peak_rss_bytes": peak_rss_bytes(),
         }
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:

@@ -94,6 +94,7 @@ def run_mode(
         max_seq_len=max(engine_config.max_seq_len, max_frames + max_prompt),
         streaming=engine_config.streaming,
         vocoder_dtype=engine_config.vocoder_dtype,
+        kv_dtype=engine_config.kv_dtype,
         admission="off",  # the bench measures what the engine can do; real-time admission would cap the batch
     )
     core = EngineCore(model, config)

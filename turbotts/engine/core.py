@@ -13,7 +13,7 @@ import numpy as np
 from turbotts.config import EngineConfig
 from turbotts.engine.batch import RunnerOutput
 from turbotts.engine.kv import KVLayout, plan_kv_layout
-from turbotts.engine.model_runner import ModelRunner
+from turbotts.engine.model_runner import ModelRunner, kv_cache_dtype
 from turbotts.engine.realtime import RealtimeConfig, RealtimePolicy
 from turbotts.engine.request import FINISH_REASONS, EngineRequest, RequestOutput
 from turbotts.engine.scheduler import Scheduler, SchedulerConfig, SequenceUpdate
@@ -71,7 +71,8 @@ class EngineCore:
         self.config = config
         gpt = model.modules.gpt
         decode_mode = resolve_decode_mode(config.decode_mode, model.device.type)
-        bytes_per_token = gpt.kv_bytes_per_token()
+        kv_dtype = kv_cache_dtype(config.kv_dtype, gpt)
+        bytes_per_token = gpt.kv_bytes_per_token(kv_dtype)
         # static/graph decoding pads batches into one scratch slot, paid from the same budget
         scratch_bytes = config.max_seq_len * bytes_per_token if decode_mode in ("static", "graphs") else 0
         self.kv_layout: KVLayout = plan_kv_layout(
@@ -98,6 +99,7 @@ class EngineCore:
             self.kv_layout,
             decode_mode=decode_mode,
             max_batch_size=config.max_batch_size,
+            kv_dtype=kv_dtype,
         )
         vocoder_dtype = config.vocoder_dtype
         if vocoder_dtype == "auto":  # bf16 only where it is native and measured faster here

@@ -20,6 +20,7 @@ from turbotts.engine.sampler import PENALTY_WINDOW, SamplingBatch, column_seeds,
 from turbotts.engine.sequence import SequenceKind
 from turbotts.model.attention import DecodeMetadata, DecodeStrategy, PrefillMetadata
 from turbotts.model.chattts import ChatTTSModel
+from turbotts.model.gpt import GPT
 from turbotts.model.speaker import apply_speaker, decode_voice, encode_voice, sample_random_voice
 
 VOICE_CACHE_SIZE = 256
@@ -55,11 +56,33 @@ class SlotSampling:
         )
 
 
+def kv_cache_dtype(name: str, gpt: GPT) -> torch.dtype:
+    """The KV cache's storage dtype for ``EngineConfig.kv_dtype``.
+
+    ``auto`` is bf16 where the fused int8 decode stack runs (CPU, int8 weights, fp32 activations):
+    at 16 rows and 150 cached tokens the fp32 cache is more bytes per step than the int8 weights,
+    and int8 already trades exactness for speed; elsewhere the cache keeps the GPT's dtype.
+    """
+    if name == "fp32":
+        return torch.float32
+    if name == "bf16":
+        return torch.bfloat16
+    if name != "auto":
+        raise ValueError(f"kv_dtype must be auto, fp32 or bf16, not {name!r}")
+    return torch.bfloat16 if gpt.fused_decode is not None else gpt.norm.weight.dtype
+
+
 class ModelRunner:
     """Executes prefill and decode for the slots the scheduler names."""
 
     def __init__(
-        self, model: ChatTTSModel, layout: KVLayout, *, decode_mode: str = "eager", max_batch_size: int = 16
+        self,
+        model: ChatTTSModel,
+        layout: KVLayout,
+        *,
+        decode_mode: str = "eager",
+        max_batch_size: int = 16,
+        kv_dtype: torch.dtype | None = None,
     ) -> None:
         self.model = model
         self.layout = layout
@@ -76,7 +99,7 @@ class ModelRunner:
         self.strategy = DecodeStrategy.GATHER if self.device.type == "cuda" else DecodeStrategy.AUTO
         is_static = decode_mode in ("static", "graphs")
         # a static decoder pads batches with rows that write into one extra scratch slot
-        self.cache = self.gpt.new_kv_cache(layout.num_slots + int(is_static), layout.max_seq_len)
+        self.cache = self.gpt.new_kv_cache(layout.num_slots + int(is_static), layout.max_seq_len, dtype=kv_dtype)
         self.slots = SlotSampling.empty(layout.num_slots, self.num_vq, self.device)
         self.static_decoder = (
             StaticDecoder(

@@ -295,10 +295,11 @@ class Attention(Fusable):
             zip(meta.slot_ids, meta.start_positions, meta.num_tokens, strict=True)
         ):
             end = start + count
-            k_cache[slot, :, start:end] = k[row, :, :count]
+            k_cache[slot, :, start:end] = k[row, :, :count]  # (cast to the cache's dtype where it differs)
             v_cache[slot, :, start:end] = v[row, :, :count]
             q_row = q[row : row + 1, :, :count]  # (1, h, n, d)
-            keys, values = k_cache[slot : slot + 1, :, :end], v_cache[slot : slot + 1, :, :end]  # (1, kvh, end, d)
+            keys = k_cache[slot : slot + 1, :, :end].to(q.dtype)  # (1, kvh, end, d)
+            values = v_cache[slot : slot + 1, :, :end].to(q.dtype)
             if start == 0:
                 out[row : row + 1, :, :count] = self._sdpa(q_row, keys, values, is_causal=True)
             else:
@@ -312,26 +313,26 @@ class Attention(Fusable):
     def _decode(self, q: Tensor, k: Tensor, v: Tensor, meta: DecodeMetadata, kv: tuple[Tensor, Tensor]) -> Tensor:
         k_cache, v_cache = kv
         # one scatter for the whole batch: (B, kvh, d) into cache[slot_i, :, len_i]
-        k_cache[meta.slot_index, :, meta.write_index] = k[:, :, 0]
-        v_cache[meta.slot_index, :, meta.write_index] = v[:, :, 0]
+        k_cache[meta.slot_index, :, meta.write_index] = k[:, :, 0].to(k_cache.dtype)
+        v_cache[meta.slot_index, :, meta.write_index] = v[:, :, 0].to(v_cache.dtype)
         if meta.strategy is DecodeStrategy.SLOT_RANGE:
             assert meta.key_mask is not None  # built with the strategy
             span, num_keys = meta.key_mask.shape[0], meta.key_mask.shape[-1]
             lo = meta.slot_lo
-            keys = k_cache[lo : lo + span, :, :num_keys]  # (span, kvh, num_keys, d) view, no copy
-            values = v_cache[lo : lo + span, :, :num_keys]
+            keys = k_cache[lo : lo + span, :, :num_keys].to(q.dtype)  # (span, kvh, num_keys, d) view, no copy
+            values = v_cache[lo : lo + span, :, :num_keys].to(q.dtype)  # (a copy where the cache is bf16)
             range_rows = meta.slot_index - lo
             q_range = q.new_zeros(span, *q.shape[1:])  # (span, h, 1, d)
             q_range[range_rows] = q
             return self._single_query_attention(q_range, keys, values, meta.key_mask)[range_rows]  # (B, h, 1, d)
         if meta.key_mask is not None:  # DecodeStrategy.GATHER
             num_keys = meta.key_mask.shape[-1]
-            keys = k_cache[meta.slot_index, :, :num_keys]  # (B, kvh, num_keys, d) copy
-            values = v_cache[meta.slot_index, :, :num_keys]
+            keys = k_cache[meta.slot_index, :, :num_keys].to(q.dtype)  # (B, kvh, num_keys, d) copy
+            values = v_cache[meta.slot_index, :, :num_keys].to(q.dtype)
             return self._sdpa(q, keys, values, mask=meta.key_mask)
         rows = []
         for row, (slot, length) in enumerate(zip(meta.slot_ids, meta.cache_lens, strict=True)):
-            keys = k_cache[slot : slot + 1, :, : length + 1]  # (1, kvh, len + 1, d) view
-            values = v_cache[slot : slot + 1, :, : length + 1]
+            keys = k_cache[slot : slot + 1, :, : length + 1].to(q.dtype)  # (1, kvh, len + 1, d) view
+            values = v_cache[slot : slot + 1, :, : length + 1].to(q.dtype)
             rows.append(self._sdpa(q[row : row + 1], keys, values))
         return rows[0] if len(rows) == 1 else torch.cat(rows, dim=0)  # (B, h, 1, d)

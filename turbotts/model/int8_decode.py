@@ -98,12 +98,13 @@ class Int8DecodeStack:
         return cls(gpt, stack, None if wide else MAX_ROWS)
 
     def accepts(self, inputs_embeds: Tensor, cache: KVCache) -> bool:
-        """Whether this step fits: float32 rows (few, without wide matmuls), a contiguous float32 CPU cache."""
+        """Whether this step fits: float32 rows (few, without wide matmuls), a contiguous float32 or
+        bfloat16 CPU cache."""
         data = cache.data
         return (
             (self.max_rows is None or inputs_embeds.shape[0] <= self.max_rows)
             and inputs_embeds.dtype == torch.float32
-            and data.dtype == torch.float32
+            and data.dtype in (torch.float32, torch.bfloat16)
             and data.device.type == "cpu"
             and data.is_contiguous()
         )

@@ -54,6 +54,7 @@ class ServerSettings(BaseSettings):
     dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: the fastest native precision here
     quant: Literal["none", "int8", "auto"] = "none"  # int8 changes numerics: opt-in (auto = int8 where faster)
     vocoder_dtype: Literal["auto", "fp32", "bf16"] = "auto"
+    kv_dtype: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 under the fused int8 decode stack
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
@@ -211,6 +212,7 @@ class ServerSettings(BaseSettings):
             kv_budget_bytes=self.kv_budget_bytes,
             max_seq_len=self.max_seq_len,
             vocoder_dtype=self.vocoder_dtype,
+            kv_dtype=self.kv_dtype,
             admission=self.admission,
             realtime_margin=self.realtime_margin,
             max_queue_wait_s=self.max_queue_wait_s,

@@ -27,7 +27,7 @@ class DecodeStack {
               int64_t num_kv_heads, int64_t head_dim, double eps);
 
   // x (M, hidden) float32; cos/signed_sin (M, head_dim) rotary tables of each row's position;
-  // kv the cache (layers, 2, slots, kv_heads, max_len, head_dim) float32, contiguous; row m's token
+  // kv the cache (layers, 2, slots, kv_heads, max_len, head_dim) float32 or bfloat16, contiguous; row m's token
   // is written at position lens[m] of slot slots[m] and attends to positions 0..lens[m].
   // Returns the final-norm hidden state (M, hidden).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& signed_sin,
@@ -35,6 +35,12 @@ class DecodeStack {
                         const std::vector<int64_t>& lens) const;
 
  private:
+  // forward for a cache of float (float32) or raw bf16 bits (uint16_t) at `cache`
+  template <typename T>
+  torch::Tensor run(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& signed_sin,
+                    const torch::Tensor& kv, T* cache, const std::vector<int64_t>& slots,
+                    const std::vector<int64_t>& lens) const;
+
   std::vector<torch::Tensor> norms_, tiles_, scales_;
   std::vector<c10::intrusive_ptr<LinearPackedParamsBase>> wide_;
   bool reduce_range_;
