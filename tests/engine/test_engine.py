@@ -7,8 +7,8 @@ import sys
 from functools import cache
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 from tests.golden import FIXTURE_DIR
 from turbotts import EngineConfig, EngineError, QueueFullError, SamplingParams, StreamingConfig, SynthesisParams

@@ -77,7 +77,9 @@ def test_engine_end_to_end(dtype: str, quant: str) -> None:
     tts = TTS(model)
     result = tts.generate_codes(["hello world"], params)[0]
     assert result.codes.shape == (12, 4)
-    assert tts.engine.runner.cache.data.dtype == model.dtype  # the KV cache follows the GPT
+    # the KV cache follows the GPT, but is bf16 under the fused int8 stack (kv_dtype auto)
+    expected_kv = torch.bfloat16 if model.modules.gpt.fused_decode is not None else model.dtype
+    assert tts.engine.runner.cache.data.dtype == expected_kv
     wav = tts.synthesize(["hello world"], params)[0]
     assert wav.dtype == np.float32 and len(wav) > 0 and np.isfinite(wav).all()
 

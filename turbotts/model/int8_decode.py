@@ -80,7 +80,7 @@ class Int8DecodeStack:
         packed = [linear.packed for linear in linears]
         wide = wide and all(p is not None for p in packed)
         stack = kernel.DecodeStack(
-            norms=[norm.detach() for norm in norms],
+            norms=[norm.detach().clone() for norm in norms],  # own copies: views would keep the file mapped
             tiles=[linear.tiles for linear in linears],
             scales=[linear.scale for linear in linears],
             wide=packed if wide else [],

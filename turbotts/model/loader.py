@@ -22,6 +22,7 @@ from turbotts.errors import CheckpointError
 from turbotts.model import checkpoint as ckpt
 from turbotts.model.chattts import ChatTTSModel, ChatTTSModules
 from turbotts.model.embed import fold_weight_norm
+from turbotts.model.file_views import FileViews, own_leftover_file_views
 from turbotts.model.files import CheckpointFiles
 from turbotts.model.speaker import SpeakerStats
 from turbotts.model.tokenizer import Tokenizer
@@ -52,8 +53,9 @@ def _load_strict(module: nn.Module, state: dict[str, torch.Tensor], name: str) -
     module.load_state_dict(state, strict=True, assign=is_deferred)
 
 
-def _populate(modules: ChatTTSModules, files: CheckpointFiles) -> None:
-    """Load each weight file into its module, one file at a time (peak memory: one file)."""
+def _populate(modules: ChatTTSModules, files: CheckpointFiles) -> list[FileViews]:
+    """Load each weight file into its module, one file at a time (peak memory: one file);
+    returns what each file's tensors are, for :func:`own_leftover_file_views` after conversion."""
     targets: dict[str, nn.Module] = {
         ckpt.GPT_WEIGHTS_FILE: modules.gpt,
         ckpt.EMBED_FILE: modules.embed,
@@ -61,11 +63,14 @@ def _populate(modules: ChatTTSModules, files: CheckpointFiles) -> None:
         ckpt.DVAE_FILE: modules.dvae,
         ckpt.VOCOS_FILE: modules.vocos,
     }
+    views = []
     for relative, module in targets.items():
         state = files.tensors(relative)
+        views.append(FileViews.of(state))
         if relative == ckpt.EMBED_FILE:
             state = fold_weight_norm(state)
         _load_strict(module, state, f"{files.origin}/{relative}")
+    return views
 
 
 def release_freed_memory() -> None:
@@ -146,11 +151,13 @@ def build_model(
     """
     config = model_config_of(files)
     modules = ChatTTSModules(config, defer_gpt_weights=True)
-    _populate(modules, files)
+    views = _populate(modules, files)
     release_freed_memory()
     tokenizer_json = files.read(ckpt.TOKENIZER_FILE).decode("utf-8")
     tokenizer = Tokenizer.from_json(tokenizer_json, config.gpt.num_text_tokens)
     placed_device, placed_dtype = _place(modules, device, dtype, quant)
+    own_leftover_file_views(modules, views)
+    del views
     if files.is_dummy:
         logger.warning("using random %s weights: the audio is noise (for tests and benchmarks only)", files.origin)
     else:

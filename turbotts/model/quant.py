@@ -42,6 +42,7 @@ from turbotts.cpu import cpu_info
 from turbotts.errors import CheckpointError
 from turbotts.model import int8_gemv
 from turbotts.model.chattts import ChatTTSModules
+from turbotts.model.file_views import page_out
 from turbotts.model.gpt import GPT, DecoderLayer
 from turbotts.model.int8_decode import Int8DecodeStack
 from turbotts.model.layers import FusedLinear
@@ -172,6 +173,7 @@ def _take(parent: nn.Module, names: list[str]) -> Int8Linear:
     linears = [getattr(parent, name) for name in names]
     fused = Int8Linear([linear.weight for linear in linears])
     for name, linear in zip(names, linears, strict=True):
+        page_out(linear.weight)  # the float rows are not read again: do not keep the file's pages resident
         setattr(parent, name, Int8Placeholder(linear))
     return fused
 
@@ -195,6 +197,7 @@ def quantize_gpt(modules: ChatTTSModules, mode: str) -> None:
     heads = [cast(nn.Linear, head) for head in embed.head_code]
     embed._code_heads = Int8Linear([head.weight for head in heads])
     for index, head in enumerate(heads):
+        page_out(head.weight)
         embed.head_code[index] = Int8Placeholder(head)
     embed._text_head = _take(embed, ["head_text"])
     embed.is_fused = True

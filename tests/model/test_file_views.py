@@ -1,0 +1,57 @@
+"""Weight files stop being resident once conversion has replaced what the model used of them."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from tests.golden import FIXTURE_DIR
+from turbotts.model.file_views import page_out
+from turbotts.sources import ModelSource, load_model
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
+
+
+def resident_kib(path: Path) -> int | None:
+    """The resident KiB of this process's mappings of ``path``; None when it is not mapped at all."""
+    total, current, is_mapped = 0, "", False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:  # a mapping's header line
+            current = fields[5] if len(fields) > 5 else ""
+            is_mapped |= current == str(path)
+        elif fields[0] == "Rss:" and current == str(path):
+            total += int(fields[1])
+    return total if is_mapped else None
+
+
+@pytest.fixture()
+def checkpoint(tmp_path: Path) -> Path:
+    """A private copy, so no other model loaded in this process maps the same files."""
+    return Path(shutil.copytree(FIXTURE_DIR, tmp_path / "ckpt"))
+
+
+def test_an_int8_model_lets_its_gpt_file_go_and_an_fp32_one_serves_it_zero_copy(checkpoint: Path) -> None:
+    gpt_file = checkpoint / "asset" / "gpt" / "model.safetensors"
+    fp32 = load_model(ModelSource(checkpoint=checkpoint))
+    assert resident_kib(gpt_file) is not None  # the fp32 weights are the file's pages
+    del fp32
+    int8 = load_model(ModelSource(checkpoint=checkpoint), quant="int8")
+    assert resident_kib(gpt_file) is None  # norms copied out: nothing holds the mapping
+    assert int8.modules.gpt.norm.weight.abs().sum() > 0
+
+
+def test_page_out_drops_a_mapped_weight_from_memory_and_keeps_its_values(tmp_path: Path) -> None:
+    path = tmp_path / "w.safetensors"
+    save_file({"w": torch.randn(2048, 1024)}, str(path))  # 8 MiB
+    weight = load_file(str(path))["w"]
+    expected = float(weight.sum())
+    assert (resident_kib(path) or 0) > 6 * 1024
+    page_out(weight)
+    assert (resident_kib(path) or 0) < 1024
+    assert float(weight.sum()) == expected  # re-read from the file
