@@ -31,11 +31,15 @@ for phase in seq8 batch8 stream; do
     --results-dir "$OUT/official" > "$OUT/official_$phase.log" 2>&1
   echo "official $phase done" >&2
 done
-# requests in a row (each alone: its TTFA is a lone request's), then all at once (static batch, continuous)
-turbotts bench --checkpoint "$CKPT" --load-format auto --mode sequential --num-requests "$SEQ_COUNT" --concurrency 1 \
-  --output-len "$N" --quant none,auto --json "$OUT/turbotts_lone.json"
-turbotts bench --checkpoint "$CKPT" --load-format auto --mode static,continuous --num-requests "$COUNT" --concurrency "$COUNT" \
-  --output-len "$N" --quant none,auto --json "$OUT/turbotts_c$COUNT.json" --plot "$OUT/turbotts_c$COUNT.png"
+# requests in a row (each alone: its TTFA is a lone request's), then all at once (static batch, continuous);
+# each precision in a process of its own, so its peak RSS is its own (a freed model's heap stays resident)
+for quant in none auto; do
+  turbotts bench --checkpoint "$CKPT" --load-format auto --mode sequential --num-requests "$SEQ_COUNT" --concurrency 1 \
+    --output-len "$N" --quant "$quant" --json "$OUT/turbotts_lone_$quant.json"
+  turbotts bench --checkpoint "$CKPT" --load-format auto --mode static,continuous --num-requests "$COUNT" \
+    --concurrency "$COUNT" --output-len "$N" --quant "$quant" --json "$OUT/turbotts_c${COUNT}_$quant.json" \
+    --plot "$OUT/turbotts_c${COUNT}_$quant.png"
+done
 python -m turbotts.bench.compare --official-dir "$OUT/official" \
-  --turbotts-json "$OUT/turbotts_lone.json" "$OUT/turbotts_c$COUNT.json" \
+  --turbotts-json "$OUT"/turbotts_lone_{none,auto}.json "$OUT"/turbotts_c"$COUNT"_{none,auto}.json \
   --concurrency "$COUNT" --json "$OUT/compare_$ISA.json" --plot "$OUT/compare_$ISA.png"

@@ -80,7 +80,12 @@ def compare(official_dir: Path, turbotts_jsons: list[Path], concurrency: int) ->
         "turbotts": turbo,
         "turbotts_peak_rss_mib": best_peak_mib,
         "turbotts_peak_rss_mib_by_quant": peak_rss_mib,
-        "turbotts_probes_by_quant": ours.get("probes_by_quant"),
+        # each report's probes, keyed "<file stem>:<quant>" (the script runs each precision in its own process)
+        "turbotts_probes": {
+            f"{path.stem}:{quant}": probe
+            for path, report in zip(turbotts_jsons, reports, strict=True)
+            for quant, probe in report["probes_by_quant"].items()
+        },
         "ratios": ratios,
         "concurrency": concurrency,
     }
