@@ -71,3 +71,27 @@ def test_a_fused_copy_hands_its_mapped_sources_back_and_they_come_back_from_the_
         assert torch.allclose(got, want, atol=1e-4)
     again = [x @ w.T for w in weights.values()]  # unfused use re-reads the file
     assert all(torch.equal(a, b) for a, b in zip(again, expected, strict=True))
+
+
+def mapping_of(address: int) -> str:
+    """The path of the mapping holding ``address`` ("" for anonymous memory)."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        if start <= address < end:
+            return fields[5] if len(fields) > 5 else ""
+    raise AssertionError(f"{address:#x} is not mapped")
+
+
+def test_bf16_sources_of_fused_matmuls_move_to_an_unlinked_file_and_still_compute(checkpoint: Path) -> None:
+    model = load_model(ModelSource(checkpoint=checkpoint), dtype="bf16")
+    gpt = model.modules.gpt
+    attn = gpt.layers[0].self_attn
+    assert gpt.is_fused and attn.q_proj.weight.dtype == torch.bfloat16
+    where = mapping_of(attn.q_proj.weight.data_ptr())
+    assert "turbotts-spill-" in where and where.endswith("(deleted)")
+    assert "turbotts-spill-" not in mapping_of(gpt.norm.weight.data_ptr())  # only the fused matmuls' sources
+    x = torch.randn(1, 3, gpt.config.hidden_size, dtype=torch.bfloat16)
+    fused_q = attn._qkv.split(x)[0]
+    gpt.unfuse()
+    assert torch.allclose(attn.q_proj(x).float(), fused_q.float(), atol=2e-2)

@@ -13,13 +13,18 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import logging
 import mmap
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -89,3 +94,27 @@ def page_out(tensor: torch.Tensor) -> None:
 @functools.cache
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def spill_to_disk(params: list[nn.Parameter], directory: str | None = None) -> int:
+    """Move parameters nothing reads now into an unlinked temporary file's mapping, paged out.
+
+    Why: a fused matmul keeps its own (oneDNN-packed) copy, and its bf16 sources are anonymous
+    memory the kernel cannot drop without swap: the GPT's weights twice. File-backed, they cost
+    disk instead and come back (read from the file) only if the module is unfused. Returns the
+    bytes moved; 0 (and the weights stay in memory) where the file cannot be written.
+    """
+    movable = [p for p in params if p.device.type == "cpu" and not p.is_meta]
+    if not movable:
+        return 0
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix="turbotts-spill-", suffix=".safetensors") as file:
+            save_file({str(i): p.detach().contiguous() for i, p in enumerate(movable)}, file.name)
+            mapped = load_file(file.name)  # the mapping outlives the unlinked file
+    except OSError as exc:
+        logger.warning("kept fused weights' sources in memory: cannot spill them to %s (%s)", directory, exc)
+        return 0
+    for i, param in enumerate(movable):
+        param.data = mapped[str(i)]
+        page_out(param)
+    return sum(p.nbytes for p in movable)

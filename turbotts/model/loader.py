@@ -12,7 +12,7 @@ import ctypes
 import ctypes.util
 import json
 import logging
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -22,8 +22,9 @@ from turbotts.errors import CheckpointError
 from turbotts.model import checkpoint as ckpt
 from turbotts.model.chattts import ChatTTSModel, ChatTTSModules
 from turbotts.model.embed import fold_weight_norm
-from turbotts.model.file_views import FileViews, own_leftover_file_views
+from turbotts.model.file_views import FileViews, own_leftover_file_views, spill_to_disk
 from turbotts.model.files import CheckpointFiles
+from turbotts.model.layers import Fusable
 from turbotts.model.speaker import SpeakerStats
 from turbotts.model.tokenizer import Tokenizer
 
@@ -116,6 +117,18 @@ def _place(modules: ChatTTSModules, device: str, dtype: str, quant: str) -> tupl
     return target, DTYPES[dtype]
 
 
+def _fused_sources(modules: ChatTTSModules) -> list[nn.Parameter]:
+    """The linears' weights that fused matmuls replace while they are fused (read again only if unfused)."""
+    return [
+        cast(nn.Parameter, linear.weight)
+        for root in (modules.gpt, modules.embed)
+        for fusable in root.modules()
+        if isinstance(fusable, Fusable) and fusable.is_fused
+        for linear in fusable.modules()
+        if isinstance(linear, nn.Linear)
+    ]
+
+
 def _json(files: CheckpointFiles, relative: str) -> dict[str, Any] | None:
     if not files.has(relative):
         return None
@@ -157,6 +170,8 @@ def build_model(
     tokenizer = Tokenizer.from_json(tokenizer_json, config.gpt.num_text_tokens)
     placed_device, placed_dtype = _place(modules, device, dtype, quant)
     own_leftover_file_views(modules, views)
+    if placed_device.type == "cpu" and placed_dtype != torch.float32 and quant == "none":
+        spill_to_disk(_fused_sources(modules))  # bf16 copies: not file pages, the kernel could not drop them
     del views
     if files.is_dummy:
         logger.warning("using random %s weights: the audio is noise (for tests and benchmarks only)", files.origin)
