@@ -83,6 +83,7 @@ class RealtimePolicy:
         self._last_seen: dict[int, int] = {}  # batch size -> index of the step that last measured it
         self._num_steps = 0
         self._stream_steps: float | None = None  # EWMA of steps a finished stream ran
+        self._num_streams = 0
 
     # -- measurements -----------------------------------------------------------------
 
@@ -98,10 +99,18 @@ class RealtimePolicy:
         alpha = max(self.config.ewma_alpha, 1.0 / num)
         self._step_s[batch_size] = old + alpha * (duration_s - old)
 
-    def observe_finished_stream(self, num_steps: int) -> None:
-        """A stream ended after ``num_steps`` decode steps (its length, for queue-wait estimates)."""
-        old = self._stream_steps
-        self._stream_steps = num_steps if old is None else old + self.config.ewma_alpha * (num_steps - old)
+    def observe_finished_stream(self, num_steps: int, expected_steps: int) -> None:
+        """A stream ended after ``num_steps`` decode steps (its length, for queue-wait estimates).
+
+        The request's own bound (``expected_steps``) counts as the first sample, then a plain
+        mean until the EWMA weighs more: one short first stream (a warm-up, a one-word request)
+        halves the estimate instead of replacing it, so the engine does not go on to promise a
+        queue of listeners slots it cannot keep.
+        """
+        self._num_streams += 1
+        old = float(expected_steps) if self._stream_steps is None else self._stream_steps
+        alpha = max(self.config.ewma_alpha, 1.0 / (self._num_streams + 1))
+        self._stream_steps = old + alpha * (num_steps - old)
 
     @property
     def step_s_by_batch(self) -> dict[int, float]:
@@ -161,7 +170,8 @@ class RealtimePolicy:
 
         Slots free at ``limit / (steps per stream x step seconds)`` per second; the
         stream starts once ``num_running + num_ahead + 1 - limit`` streams have ended.
-        A stream's length is the mean of finished ones (``expected_steps`` before any).
+        A stream's length is the mean of finished ones, the first request's bound counted as one
+        of them (``expected_steps`` before any).
         """
         limit = self.admission_limit
         num_to_end = num_running + num_ahead + 1 - limit

@@ -93,12 +93,15 @@ class Scheduler:
             self._check_queue_wait(seq)
         self._waiting.append(seq)
 
+    def _expected_steps(self, seq: Sequence) -> int:
+        """The most decode steps ``seq`` can run: its token bound, or what its KV slot holds."""
+        return min(seq.sampling.max_new_tokens, self.config.max_seq_len - seq.num_prompt_tokens)
+
     def _check_queue_wait(self, seq: Sequence) -> None:
         policy = self.realtime
         if policy is None or not self.config.is_realtime_admission or policy.config.max_queue_wait_s <= 0:
             return
-        expected_steps = min(seq.sampling.max_new_tokens, self.config.max_seq_len - seq.num_prompt_tokens)
-        wait_s = policy.queue_wait_s(len(self._running), len(self._waiting), expected_steps)
+        wait_s = policy.queue_wait_s(len(self._running), len(self._waiting), self._expected_steps(seq))
         max_wait_s = policy.config.max_queue_wait_s
         if wait_s > max_wait_s:
             self.num_refused_realtime += 1
@@ -202,7 +205,7 @@ class Scheduler:
             seq.is_realtime and seq.kind is SequenceKind.CODE and status is not SequenceStatus.FINISHED_ABORTED
         )
         if self.realtime is not None and is_ended_stream:
-            self.realtime.observe_finished_stream(seq.num_generated)
+            self.realtime.observe_finished_stream(seq.num_generated, self._expected_steps(seq))
         del self._running[seq.seq_id]
         slot = self._slot_of(seq)
         self._slots.free(slot)
