@@ -87,13 +87,18 @@ def page_out(tensor: torch.Tensor) -> None:
     page = mmap.PAGESIZE
     start = -(-tensor.data_ptr() // page) * page
     end = (tensor.data_ptr() + tensor.nbytes) // page * page
-    if end > start:
-        _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_PAGEOUT)
+    lib = libc()
+    if end > start and lib is not None:
+        lib.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_PAGEOUT)
 
 
 @functools.cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+def libc() -> ctypes.CDLL | None:
+    """The C library, for the memory advice torch does not expose; None where it cannot be loaded."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
 
 
 def spill_to_disk(params: list[nn.Parameter], directory: str | None = None) -> int:

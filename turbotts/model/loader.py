@@ -8,8 +8,6 @@ sealed checkpoint) is the caller's choice: see :mod:`turbotts.sources`.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import logging
 from typing import Any, cast
@@ -22,7 +20,7 @@ from turbotts.errors import CheckpointError
 from turbotts.model import checkpoint as ckpt
 from turbotts.model.chattts import ChatTTSModel, ChatTTSModules
 from turbotts.model.embed import fold_weight_norm
-from turbotts.model.file_views import FileViews, own_leftover_file_views, spill_to_disk
+from turbotts.model.file_views import FileViews, libc, own_leftover_file_views, spill_to_disk
 from turbotts.model.files import CheckpointFiles
 from turbotts.model.layers import Fusable
 from turbotts.model.speaker import SpeakerStats
@@ -81,12 +79,9 @@ def release_freed_memory() -> None:
     float copies replaced by bf16 or int8); without a trim they stay resident for
     the process's life, about 600 MB on the full model.
     """
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        return
-    trim(0)
+    trim = getattr(libc(), "malloc_trim", None)  # absent outside glibc: nothing to trim
+    if trim is not None:
+        trim(0)
 
 
 def _place(modules: ChatTTSModules, device: str, dtype: str, quant: str) -> tuple[torch.device, torch.dtype]:

@@ -57,10 +57,10 @@ inline float exp_poly(float x) {
   return p * two_n;
 }
 
-// The cache holds float32 or bf16 (kept as its 16 bits). bf16 halves the bytes that attention
-// reads, which at 16 rows and 150 cached tokens are more than the int8 weights (300 vs 190 MB a step).
-// bf16 is kept as its raw 16 bits: widening by a shift and a bit cast (not a struct and memcpy)
-// lets the `omp simd` dot below vectorize, 2.7x faster on the score loop at 150 cached tokens.
+// The cache holds float32 or bf16. bf16 halves the bytes that attention reads, which at 16 rows and
+// 150 cached tokens are more than the int8 weights (300 vs 190 MB a step). It is kept as its raw 16
+// bits: widening by a shift and a bit cast (not a struct and memcpy) lets the `omp simd` dot below
+// vectorize, 2.7x faster on the score loop at 150 cached tokens.
 using Bf16 = uint16_t;
 
 inline float to_float(float v) { return v; }
