@@ -130,6 +130,31 @@ def test_batched_decode_equals_one_at_a_time(gpt: GPT, strategy: DecodeStrategy)
                 torch.testing.assert_close(batch_out[t][row], out[0], rtol=0, atol=ATOL, msg=f"row {row} step {t}")
 
 
+def test_packed_prefill_equals_the_padded_batch(gpt: GPT) -> None:
+    """Prompts back to back in one row (the engine's layout) give each row's padded-batch states and cache."""
+    hidden = gpt.config.hidden_size
+    prompt_lens, slots = [5, 12, 8], [4, 0, 2]
+    prompts = _random_sequences(hidden, prompt_lens, seed=3)
+    with torch.inference_mode():
+        padded_cache = gpt.new_kv_cache(num_slots=5, max_seq_len=32)
+        padded = torch.zeros(3, max(prompt_lens), hidden)
+        for row, p in enumerate(prompts):
+            padded[row, : len(p)] = p
+        positions = torch.arange(max(prompt_lens)).expand(3, -1)
+        padded_out = gpt.prefill(padded, positions, PrefillMetadata.build(slots, prompt_lens), padded_cache)
+        packed_cache = gpt.new_kv_cache(num_slots=5, max_seq_len=32)
+        packed_positions = torch.cat([torch.arange(n) for n in prompt_lens])[None]
+        meta = PrefillMetadata.build(slots, prompt_lens, is_packed=True)
+        packed_out = gpt.prefill(torch.cat(prompts)[None], packed_positions, meta, packed_cache)
+    assert meta.token_offsets == (0, 5, 17)
+    assert packed_out.shape == (1, sum(prompt_lens), hidden)
+    for row, (offset, count) in enumerate(zip(meta.token_offsets, prompt_lens, strict=True)):
+        torch.testing.assert_close(packed_out[0, offset : offset + count], padded_out[row, :count], rtol=0, atol=ATOL)
+    torch.testing.assert_close(packed_cache.data, padded_cache.data, rtol=0, atol=ATOL)
+    with torch.inference_mode(), pytest.raises(EngineError, match="packed prefill takes"):
+        gpt.prefill(padded, positions, meta, packed_cache)
+
+
 def test_prefill_can_extend_a_cached_prompt(gpt: GPT) -> None:
     (seq,) = _random_sequences(gpt.config.hidden_size, [14])
     positions = torch.arange(14)[None]

@@ -179,11 +179,13 @@ class ModelRunner:
             for row in voiced:
                 voices[row] = self.voice_vector(items[row].voice or "")
             emb = apply_speaker(emb, ids, self.spk_emb_id, voices)
+        # every prompt back to back in one row: the matmuls see real tokens only, no padding
         positions = torch.arange(max_len, device=self.device).expand(len(items), max_len)  # (B, L)
-        meta = PrefillMetadata.build([item.slot for item in items], lengths)
-        hidden = self.gpt.prefill(emb, positions, meta, self.cache)  # (B, L, H)
-        last = torch.tensor([n - 1 for n in lengths], device=self.device)
-        last_hidden = hidden[torch.arange(len(items), device=self.device), last]  # (B, H)
+        is_token = positions < torch.tensor(lengths, device=self.device)[:, None]  # (B, L)
+        meta = PrefillMetadata.build([item.slot for item in items], lengths, is_packed=True)
+        hidden = self.gpt.prefill(emb[is_token][None], positions[is_token][None], meta, self.cache)  # (1, T, H)
+        last = torch.tensor([o + n - 1 for o, n in zip(meta.token_offsets, lengths, strict=True)], device=self.device)
+        last_hidden = hidden[0, last]  # (B, H)
         steps = [0] * len(items)
         return self._sample(
             last_hidden, [item.slot for item in items], [item.kind for item in items], steps

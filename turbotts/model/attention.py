@@ -19,6 +19,8 @@ Three modes, chosen by the type of the metadata argument:
 from __future__ import annotations
 
 import enum
+import functools
+import itertools
 import math
 import mmap
 from collections.abc import Sequence
@@ -110,13 +112,19 @@ class DenseMetadata:
 
 @dataclass(frozen=True)
 class PrefillMetadata:
-    """Row b of a RIGHT-padded (B, L) batch holds ``num_tokens[b]`` tokens that go to
-    slot ``slot_ids[b]`` at positions ``start_positions[b]`` onward; its first
-    ``start_positions[b]`` positions must already be cached."""
+    """Row b holds ``num_tokens[b]`` tokens that go to slot ``slot_ids[b]`` at positions
+    ``start_positions[b]`` onward; its first ``start_positions[b]`` positions must already be cached.
+
+    The rows are either a RIGHT-padded (B, L) batch or, with ``is_packed``, one (1, T)
+    row of every prompt back to back (row b from ``token_offsets[b]``): the matmuls then
+    run over real tokens only, where padding to the longest prompt would cost up to
+    half of a prefill's compute.
+    """
 
     slot_ids: tuple[int, ...]
     start_positions: tuple[int, ...]
     num_tokens: tuple[int, ...]
+    is_packed: bool = False
 
     def __post_init__(self) -> None:
         if not len(self.slot_ids) == len(self.start_positions) == len(self.num_tokens):
@@ -126,10 +134,27 @@ class PrefillMetadata:
 
     @classmethod
     def build(
-        cls, slot_ids: Sequence[int], num_tokens: Sequence[int], start_positions: Sequence[int] | None = None
+        cls,
+        slot_ids: Sequence[int],
+        num_tokens: Sequence[int],
+        start_positions: Sequence[int] | None = None,
+        *,
+        is_packed: bool = False,
     ) -> PrefillMetadata:
         starts = tuple(start_positions) if start_positions is not None else (0,) * len(slot_ids)
-        return cls(tuple(slot_ids), starts, tuple(num_tokens))
+        return cls(tuple(slot_ids), starts, tuple(num_tokens), is_packed)
+
+    @functools.cached_property
+    def token_offsets(self) -> tuple[int, ...]:
+        """Where each row's tokens start in a packed batch."""
+        return (0, *itertools.accumulate(self.num_tokens))[:-1]
+
+    def token_slice(self, row: int) -> tuple[int, slice]:
+        """(batch index, token range) of ``row``'s tokens in the (B, ..., L, ...) layout."""
+        if self.is_packed:
+            offset = self.token_offsets[row]
+            return 0, slice(offset, offset + self.num_tokens[row])
+        return row, slice(0, self.num_tokens[row])
 
 
 class DecodeStrategy(enum.Enum):
@@ -295,19 +320,20 @@ class Attention(Fusable):
             zip(meta.slot_ids, meta.start_positions, meta.num_tokens, strict=True)
         ):
             end = start + count
-            k_cache[slot, :, start:end] = k[row, :, :count]  # (cast to the cache's dtype where it differs)
-            v_cache[slot, :, start:end] = v[row, :, :count]
-            q_row = q[row : row + 1, :, :count]  # (1, h, n, d)
+            batch, tokens = meta.token_slice(row)
+            k_cache[slot, :, start:end] = k[batch, :, tokens]  # (cast to the cache's dtype where it differs)
+            v_cache[slot, :, start:end] = v[batch, :, tokens]
+            q_row = q[batch : batch + 1, :, tokens]  # (1, h, n, d)
             keys = k_cache[slot : slot + 1, :, :end].to(q.dtype)  # (1, kvh, end, d)
             values = v_cache[slot : slot + 1, :, :end].to(q.dtype)
             if start == 0:
-                out[row : row + 1, :, :count] = self._sdpa(q_row, keys, values, is_causal=True)
+                out[batch : batch + 1, :, tokens] = self._sdpa(q_row, keys, values, is_causal=True)
             else:
                 # query i sits at position start + i and sees keys 0..start + i
                 key_pos = torch.arange(end, device=q.device)
                 query_pos = torch.arange(start, end, device=q.device)
                 mask = key_pos[None, :] <= query_pos[:, None]  # (n, end)
-                out[row : row + 1, :, :count] = self._sdpa(q_row, keys, values, mask=mask)
+                out[batch : batch + 1, :, tokens] = self._sdpa(q_row, keys, values, mask=mask)
         return out
 
     def _decode(self, q: Tensor, k: Tensor, v: Tensor, meta: DecodeMetadata, kv: tuple[Tensor, Tensor]) -> Tensor:

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from turbotts.config import GPTConfig
+from turbotts.errors import EngineError
 from turbotts.model.attention import (
     Attention,
     AttentionMetadata,
@@ -94,17 +95,24 @@ class GPT(nn.Module):
         """Run prompts and write their K/V into the cache slots named by ``meta``.
 
         Args:
-            inputs_embeds: (B, L, hidden), RIGHT-padded; row b has ``meta.num_tokens[b]`` tokens.
-            position_ids: (B, L) int64, normally ``meta.start_positions[b] + arange(L)``.
+            inputs_embeds: (B, L, hidden), RIGHT-padded, row b has ``meta.num_tokens[b]`` tokens;
+                or with ``meta.is_packed`` (1, T, hidden), every row's tokens back to back.
+            position_ids: (B, L) or (1, T) int64, normally ``meta.start_positions[b] + arange(n)`` per row.
             meta: slots, start positions and lengths.
             cache: from :meth:`new_kv_cache`.
 
         Returns:
-            (B, L, hidden); row b's last token is at index ``meta.num_tokens[b] - 1``.
+            The same layout as ``inputs_embeds``; row b's last token is at index
+            ``meta.num_tokens[b] - 1`` (padded) or ``meta.token_offsets[b] + meta.num_tokens[b] - 1`` (packed).
 
         Raises:
-            EngineError: a slot does not exist or would overflow.
+            EngineError: a slot does not exist or would overflow, or a packed batch is not (1, T) for its rows.
         """
+        if meta.is_packed and (inputs_embeds.shape[0] != 1 or inputs_embeds.shape[1] != sum(meta.num_tokens)):
+            raise EngineError(
+                f"a packed prefill takes (1, {sum(meta.num_tokens)}, hidden) embeddings for its rows, "
+                f"got {tuple(inputs_embeds.shape)}"
+            )
         ends = [s + n for s, n in zip(meta.start_positions, meta.num_tokens, strict=True)]
         cache.check_fits(meta.slot_ids, ends)
         return self.run_layers(inputs_embeds, position_ids, meta, cache)
