@@ -81,6 +81,10 @@ def test_default_reports_fp32_and_auto_quant_with_the_isa_and_the_choice(tmp_pat
         assert precision["dtype"] in ("fp32", "bf16") and precision["quant"] in ("none", "int8")
         assert precision["reasons"]  # auto says why it chose
     assert report["probes_by_quant"]["none"]["precision"]["quant"] == "none"
+    assert report["probes_by_quant"]["none"]["int8_prefill"] is None  # no int8 weights, nothing to choose
+    auto = report["probes_by_quant"]["auto"]
+    if auto["precision"]["quant"] == "int8":  # which matmul runs prefill-sized int8 calls, and why
+        assert auto["int8_prefill"]["matmul"] in ("onednn", "fbgemm") and auto["int8_prefill"]["reason"]
     assert {r["quant"] for r in report["runs"]} == {"none", "auto"}
 
 

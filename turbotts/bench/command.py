@@ -15,7 +15,12 @@ import typer
 
 from turbotts.bench.memory import peak_rss_bytes, reset_peak_rss
 from turbotts.bench.report import summarize, write_json, write_plot
-from turbotts.bench.roofline import decode_weight_bytes, int8_kernel_name, measure_bandwidth_bytes_per_s
+from turbotts.bench.roofline import (
+    decode_weight_bytes,
+    int8_kernel_name,
+    int8_prefill_report,
+    measure_bandwidth_bytes_per_s,
+)
 from turbotts.bench.runner import MODES, run_mode
 from turbotts.bench.workload import BenchRequest, make_workload, parse_output_len
 from turbotts.cli_options import (
@@ -160,6 +165,7 @@ def bench(
             "roofline_ratio": batch1_step_s * bandwidth / weight_bytes,
             "decode_weight_bytes": weight_bytes,
             "int8_kernel": int8_kernel_name(model),
+            "int8_prefill": int8_prefill_report(model),
             "kv_dtype": str(kv_cache_dtype(kv_dtype, model.modules.gpt)).removeprefix("torch."),
             "load_peak_rss_bytes": peak_rss_bytes(),
         }

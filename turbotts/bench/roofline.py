@@ -11,8 +11,9 @@ import time
 
 import torch
 
+from turbotts.model import int8_prefill
 from turbotts.model.chattts import ChatTTSModel
-from turbotts.model.quant import Int8Linear, stored_weight_bytes
+from turbotts.model.quant import REDUCE_RANGE, Int8Linear, stored_weight_bytes
 
 BANDWIDTH_PROBE_BYTES = 2**30  # far larger than any last-level cache
 
@@ -36,10 +37,23 @@ def decode_weight_bytes(model: ChatTTSModel) -> int:
     return stored_weight_bytes(model.modules.gpt) + stored_weight_bytes(model.modules.embed.head_code)
 
 
+def _int8_linears(model: ChatTTSModel) -> list[Int8Linear]:
+    return [v for m in model.modules.gpt.modules() for v in vars(m).values() if isinstance(v, Int8Linear)]
+
+
+def int8_prefill_report(model: ChatTTSModel) -> dict[str, str] | None:
+    """What runs the GPT's prefill-sized int8 matmuls (``onednn`` or ``fbgemm``) and why; None without int8."""
+    linears = _int8_linears(model)
+    if not linears:
+        return None
+    name = "onednn" if linears[0].onednn is not None else "fbgemm"
+    return {"matmul": name, "reason": int8_prefill.choice(REDUCE_RANGE).reason}
+
+
 def int8_kernel_name(model: ChatTTSModel) -> str | None:
     """Which kernel runs the GPT's small-batch int8 decode: ``int8_gemv/<isa>`` (plus ``+decode_stack`` where the
     whole step of a few rows is one fused call), ``fbgemm``, or None (no int8)."""
-    linears = [v for m in model.modules.gpt.modules() for v in vars(m).values() if isinstance(v, Int8Linear)]
+    linears = _int8_linears(model)
     if not linears:
         return None
     kernel = linears[0].kernel

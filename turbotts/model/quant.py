@@ -6,7 +6,8 @@ CPU a decode step of 1 to 4 rows runs as one fused call
 (:mod:`turbotts.model.int8_decode`) on our weight-streaming kernel
 (:mod:`turbotts.model.int8_gemv`: int16 activations per row, one sequential read
 of the weights); other int8 calls of 1 to 3 rows run on that kernel alone, and
-larger calls on fbgemm's dynamic int8 linear: the
+larger calls on fbgemm's dynamic int8 linear (prefill-sized ones on oneDNN's
+where a start-up probe finds it faster, with the same results: :mod:`turbotts.model.int8_prefill`): the
 activations are quantized per call (per tensor, asymmetric uint8) and multiplied
 with the int8 weights into int32 (VNNI), which measured faster than the
 prepacked fp32 oneDNN path at batch 1 and batch 16 (see the bench figures in the
@@ -40,7 +41,7 @@ from torch import Tensor, nn
 
 from turbotts.cpu import cpu_info
 from turbotts.errors import CheckpointError
-from turbotts.model import int8_gemv
+from turbotts.model import int8_gemv, int8_prefill
 from turbotts.model.chattts import ChatTTSModules
 from turbotts.model.file_views import page_out
 from turbotts.model.gpt import GPT, DecoderLayer
@@ -137,12 +138,20 @@ class Int8Linear(FusedLinear):
         kernel = int8_gemv.load_kernel() if self.packed is not None and int8_gemv.fits(*q.shape) else None
         self.kernel = kernel
         self.tiles = kernel.pack(q) if kernel is not None else None
+        # prefill-sized calls on oneDNN where it measured faster here (the same results: see int8_prefill)
+        is_onednn = self.packed is not None and int8_prefill.choice(REDUCE_RANGE).is_onednn
+        self.onednn = int8_prefill.prepack(q) if is_onednn else None
+        self.zero_points = torch.zeros(scale.shape[0], dtype=torch.int64)
 
     def __call__(self, x: Tensor) -> Tensor:
         rows = x.numel() // x.shape[-1]
         if self.tiles is not None and rows <= int8_gemv.MAX_ROWS:
             assert self.kernel is not None  # built together with the tiles
             y = self.kernel.gemv(x.reshape(rows, x.shape[-1]).float(), self.tiles, self.scale)  # (rows, out)
+            y = y.view(*x.shape[:-1], y.shape[-1])
+            return y if x.dtype == torch.float32 else y.to(x.dtype)
+        if self.onednn is not None and rows >= int8_prefill.MIN_ROWS:
+            y = int8_prefill.matmul(x.reshape(rows, x.shape[-1]).float(), self.onednn, self.scale, self.zero_points)
             y = y.view(*x.shape[:-1], y.shape[-1])
             return y if x.dtype == torch.float32 else y.to(x.dtype)
         if self.packed is not None:

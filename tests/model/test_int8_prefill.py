@@ -1,0 +1,91 @@
+"""oneDNN's int8 matmul for prefill-sized calls: the same results as fbgemm, adopted only by its probe.
+
+Equality is checked where fbgemm uses full 8-bit activations (VNNI), the only CPUs
+where the probe may adopt oneDNN; elsewhere the choice itself is checked to refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from turbotts.model import int8_prefill
+from turbotts.model.quant import REDUCE_RANGE, Int8Linear, quantize_per_channel
+
+needs_full_range = pytest.mark.skipif(
+    REDUCE_RANGE or not int8_prefill.has_onednn_int8(),
+    reason="fbgemm uses 7-bit activations on this CPU (no VNNI), or torch lacks oneDNN int8: oneDNN is never adopted",
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh_choice() -> Iterator[None]:
+    """Each test probes (or refuses) anew, under its own environment."""
+    int8_prefill.choice.cache_clear()
+    yield
+    int8_prefill.choice.cache_clear()
+
+
+def _weights(seed: int = 0) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(96, 64, generator=gen) * 0.1, torch.randn(32, 64, generator=gen) * 0.1]
+
+
+@needs_full_range
+def test_onednn_matmul_equals_fbgemm_bit_for_bit() -> None:
+    gen = torch.Generator().manual_seed(1)
+    weight = torch.randn(192, 128, generator=gen) * 0.05
+    x = torch.randn(70, 128, generator=gen) * 3
+    q, scale = quantize_per_channel(weight)
+    fbgemm = Int8Linear([weight])
+    assert fbgemm.packed is not None
+    want = torch.ops.quantized.linear_dynamic(x, fbgemm.packed, False)
+    got = int8_prefill.matmul(x, int8_prefill.prepack(q), scale, torch.zeros(192, dtype=torch.int64))
+    assert torch.equal(got, want)
+    reference = x @ (q.float() * scale[:, None]).T  # and both are the int8 product, not something else
+    assert float((got - reference).abs().max() / reference.abs().max()) < 0.02
+
+
+@needs_full_range
+def test_an_adopting_linear_sends_prompt_sized_calls_to_onednn_with_the_same_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(int8_prefill, "MIN_SPEEDUP", 0.0)  # adopt whatever the probe measures
+    adopted = Int8Linear(_weights())
+    assert int8_prefill.choice(False).is_onednn and adopted.onednn is not None
+    monkeypatch.setenv(int8_prefill.DISABLE_ENV, "0")
+    int8_prefill.choice.cache_clear()
+    plain = Int8Linear(_weights())
+    assert plain.onednn is None
+    x = torch.randn(2, int8_prefill.MIN_ROWS, 64, generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(adopted(x), plain(x), rtol=0, atol=0)
+    calls: list[int] = []
+    matmul = int8_prefill.matmul
+    monkeypatch.setattr(int8_prefill, "matmul", lambda x, *a: calls.append(x.shape[0]) or matmul(x, *a))
+    adopted(x)  # 64 rows: oneDNN
+    adopted(x[:, :4])  # a decode-sized call: not
+    assert calls == [2 * int8_prefill.MIN_ROWS]
+
+
+def test_switched_off_by_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(int8_prefill.DISABLE_ENV, "0")
+    chosen = int8_prefill.choice(False)
+    assert not chosen.is_onednn and chosen.name == "fbgemm"
+    assert int8_prefill.DISABLE_ENV in chosen.reason
+    assert Int8Linear(_weights()).onednn is None
+
+
+def test_never_adopted_where_fbgemm_uses_seven_bit_activations() -> None:
+    chosen = int8_prefill.choice(True)
+    assert not chosen.is_onednn
+    assert "7-bit" in chosen.reason
+
+
+@needs_full_range
+def test_the_probe_reports_both_timings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(int8_prefill, "MIN_SPEEDUP", float("inf"))  # never fast enough
+    chosen = int8_prefill.choice(False)
+    assert not chosen.is_onednn
+    assert "oneDNN" in chosen.reason and "fbgemm" in chosen.reason and "ms" in chosen.reason
