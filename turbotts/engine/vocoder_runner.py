@@ -8,6 +8,8 @@ On CPU the vocoder's matmuls cost about 40% of the GPT's per audio frame, so
 ``bf16`` (autocast; native on CPUs with AVX512-BF16 and on GPUs) makes it about
 3x faster, at a measured max error of about 6e-3 on a 0.35-peak signal
 (random full-size weights). fp32 stays the default: it is exact to the official.
+With bf16 the modules' weights are cast once (:mod:`turbotts.model.bf16_weights`),
+not by autocast on every call: a chunk decode is bound by its weight reads.
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ import numpy as np
 import torch
 
 from turbotts.engine.streaming import DecodeWindow
+from turbotts.model.bf16_weights import AudioDecoders, bf16_audio_decoders
 from turbotts.model.chattts import ChatTTSModel
 
 
 class VocoderRunner:
     def __init__(self, model: ChatTTSModel, dtype: str = "fp32") -> None:
-        self.decoder = model.modules.decoder
-        self.dvae = model.modules.dvae
-        self.vocos = model.modules.vocos
         self.device = model.device
         self.is_bf16 = dtype == "bf16"
+        modules = model.modules
+        plain = AudioDecoders(modules.decoder, modules.dvae, modules.vocos)
+        self.decoder, self.dvae, self.vocos = bf16_audio_decoders(modules) if self.is_bf16 else plain
 
     @torch.inference_mode()
     def decode(self, windows: list[DecodeWindow]) -> list[np.ndarray]:
