@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from functools import cache
 
 import pytest
@@ -9,8 +10,9 @@ import torch
 from torch import nn
 
 from tests.golden import FIXTURE_DIR
+from tests.model.test_file_views import mapping_of
 from turbotts.engine.vocoder_runner import VocoderRunner
-from turbotts.model.bf16_weights import CAST_LAYERS, bf16_audio_decoders, with_bf16_weights
+from turbotts.model.bf16_weights import CAST_LAYERS, bf16_audio_decoders, cast_sources, with_bf16_weights
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.sources import ModelSource, load_model
 
@@ -67,3 +69,18 @@ def test_engines_share_one_copy_and_fp32_keeps_the_loaded_modules() -> None:
     assert first.vocos is not model().modules.vocos
     plain = VocoderRunner(model(), "fp32")
     assert plain.vocos is model().modules.vocos and plain.decoder is model().modules.decoder
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_the_replaced_fp32_weights_move_to_an_unlinked_file_and_still_compute() -> None:
+    own = load_model(ModelSource(checkpoint=FIXTURE_DIR))  # a model of its own: the spill happens once per model
+    vocos = own.modules.vocos
+    mel = torch.randn(1, 100, 16, generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        before = vocos.decode(mel)
+    bf16_audio_decoders(own.modules)
+    sources = cast_sources(vocos)
+    assert sources and all("turbotts-spill-" in mapping_of(p.data_ptr()) for p in sources)
+    assert "turbotts-spill-" not in mapping_of(vocos.backbone.norm.weight.data_ptr())  # only what the copy replaced
+    with torch.inference_mode():
+        assert torch.equal(vocos.decode(mel), before)  # read back from the file, unchanged

@@ -9,8 +9,10 @@ a 124-frame window 64 ms instead of 93 (2-core Xeon, ``amx``). The outputs are
 bit for bit autocast's, which rounds the same weights the same way; norms and
 other float tensors stay fp32 and are shared with the original, not copied.
 
-The fp32 weights' pages are handed back once copied (:func:`page_out`): mapped
-from the checkpoint they return from the file if the fp32 modules ever run again.
+Memory: the fp32 weights the copies replace (217 MB at full size, on the heap:
+the loader copies these modules' weights in) move to an unlinked temporary file's
+mapping, paged out (:func:`spill_to_disk`), and come back from it only if the fp32
+modules run again; the bf16 copies take half that (109 MB).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from torch import nn
 from turbotts.model.chattts import ChatTTSModules
 from turbotts.model.decoder import HiddenDecoder
 from turbotts.model.dvae import DVAE
-from turbotts.model.file_views import page_out
+from turbotts.model.file_views import spill_to_disk
 from turbotts.model.vocos import Vocos
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -43,15 +45,19 @@ class AudioDecoders(NamedTuple):
 _copies: weakref.WeakKeyDictionary[ChatTTSModules, AudioDecoders] = weakref.WeakKeyDictionary()
 
 
+def cast_sources(module: nn.Module) -> list[nn.Parameter]:
+    """The fp32 weights and biases of ``module``'s Linear and Conv layers: what a bf16 copy replaces."""
+    layers = [layer for layer in module.modules() if isinstance(layer, CAST_LAYERS)]
+    params = [p for layer in layers for p in layer.parameters(recurse=False)]
+    return [p for p in params if p.dtype == torch.float32]
+
+
 def with_bf16_weights(module: ModuleT) -> ModuleT:
     """A copy of ``module`` whose Linear/Conv weights and biases are bf16; every other tensor is shared."""
-    memo: dict[int, object] = {}
-    for layer in module.modules():
-        if isinstance(layer, CAST_LAYERS):
-            for param in (layer.weight, layer.bias):
-                if param is not None and param.dtype == torch.float32:
-                    memo[id(param)] = nn.Parameter(param.detach().to(torch.bfloat16), requires_grad=False)
-                    page_out(param)
+    memo: dict[int, object] = {
+        id(param): nn.Parameter(param.detach().to(torch.bfloat16), requires_grad=False)
+        for param in cast_sources(module)
+    }
     for tensor in [*module.parameters(), *module.buffers()]:
         memo.setdefault(id(tensor), tensor)  # shared, not copied
     return copy.deepcopy(module, memo)
@@ -61,8 +67,10 @@ def bf16_audio_decoders(modules: ChatTTSModules) -> AudioDecoders:
     """The decoders with bf16 weights, made once per loaded model and shared by its engines."""
     cached = _copies.get(modules)
     if cached is None:
+        originals = AudioDecoders(modules.decoder, modules.dvae, modules.vocos)
         cached = AudioDecoders(
-            with_bf16_weights(modules.decoder), with_bf16_weights(modules.dvae), with_bf16_weights(modules.vocos)
+            with_bf16_weights(originals.decoder), with_bf16_weights(originals.dvae), with_bf16_weights(originals.vocos)
         )
+        spill_to_disk([param for module in originals for param in cast_sources(module)])
         _copies[modules] = cached
     return cached
