@@ -88,6 +88,21 @@ def test_default_reports_fp32_and_auto_quant_with_the_isa_and_the_choice(tmp_pat
     assert {r["quant"] for r in report["runs"]} == {"none", "auto"}
 
 
+def test_max_prefill_tokens_spreads_the_prefill_of_requests_arriving_together(tmp_path: Path) -> None:
+    """All prompts in one step start (and end) together; one prompt per step staggers the batch."""
+    batch_sizes = {}
+    for tokens in ("4096", "1"):
+        out = tmp_path / f"prefill_{tokens}.json"
+        result = run_bench("--mode", "continuous", "--num-requests", "3", "--concurrency", "3", "--output-len", "12",
+                           "--quant", "none", "--max-prefill-tokens", tokens, "--json", str(out))  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        report = json.loads(out.read_text())
+        assert report["config"]["max_prefill_tokens"] == int(tokens)
+        batch_sizes[tokens] = set(report["runs"][0]["step_ms_by_batch"])
+    assert batch_sizes["4096"] == {"3"}
+    assert batch_sizes["1"] == {"1", "2", "3"}
+
+
 def test_poisson_arrivals(tmp_path: Path) -> None:
     out = tmp_path / "p.json"
     result = run_bench(
@@ -105,6 +120,7 @@ def test_poisson_arrivals(tmp_path: Path) -> None:
         (("--concurrency", "2", "--request-rate", "3"), "exactly one"),
         (("--concurrency", "2", "--output-len", "9:3"), "MIN:MAX"),
         (("--concurrency", "2", "--first-chunk-lookahead-frames", "-1"), "cannot be negative"),
+        (("--concurrency", "2", "--max-prefill-tokens", "0"), "--max-prefill-tokens"),
     ],
 )
 def test_bad_options_exit_2(args: tuple[str, ...], message: str, tmp_path: Path) -> None:

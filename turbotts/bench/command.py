@@ -92,6 +92,12 @@ def bench(
     first_chunk_lookahead_frames: Annotated[
         int, typer.Option("--first-chunk-lookahead-frames", help="Frames the first chunk waits for past its end.")
     ] = StreamingConfig.first_chunk_lookahead_frames,
+    max_prefill_tokens: Annotated[
+        int,
+        typer.Option(
+            "--max-prefill-tokens", min=1, help="Prompt tokens prefilled per step (lower: prefill spread over steps)."
+        ),
+    ] = EngineConfig.max_prefill_tokens,
     decode_mode: Annotated[
         str, typer.Option("--decode-mode", help="auto, eager, static or graphs (CUDA graphs, GPU only).")
     ] = "auto",
@@ -140,7 +146,11 @@ def bench(
     if kv_dtype not in KV_DTYPES:
         raise typer.BadParameter(f"--kv-dtype must be one of {', '.join(KV_DTYPES)}")
     base_config = EngineConfig(
-        kv_budget_bytes=kv_budget_mb * 2**20, streaming=streaming, decode_mode=decode_mode, kv_dtype=kv_dtype
+        kv_budget_bytes=kv_budget_mb * 2**20,
+        streaming=streaming,
+        decode_mode=decode_mode,
+        kv_dtype=kv_dtype,
+        max_prefill_tokens=max_prefill_tokens,
     )
     bandwidth = measure_bandwidth_bytes_per_s()
     workload = make_workload(num_requests, lengths, request_rate, seed)
@@ -214,6 +224,7 @@ def bench(
                 "max_chunk_frames": streaming.max_chunk_frames,
                 "first_chunk_frames": streaming.first_chunk_frames,
                 "first_chunk_lookahead_frames": streaming.first_chunk_lookahead_frames,
+                "max_prefill_tokens": max_prefill_tokens,
                 "decode_mode": decode_mode,
                 "num_requests": num_requests,
                 "concurrency": levels,

@@ -95,6 +95,7 @@ def run_mode(
         streaming=engine_config.streaming,
         vocoder_dtype=engine_config.vocoder_dtype,
         kv_dtype=engine_config.kv_dtype,
+        max_prefill_tokens=engine_config.max_prefill_tokens,
         admission="off",  # the bench measures what the engine can do; real-time admission would cap the batch
     )
     core = EngineCore(model, config)
