@@ -62,7 +62,10 @@ def test_realtime_admission_refuses_or_queues_the_extra_streams_and_the_admitted
         after = samples(url)
         statuses = report["status_counts"]
         assert set(statuses) <= {"200", "503"} and statuses.get("200", 0) >= 2 and statuses.get("503", 0) >= 1
-        assert report["error_counts"] == {"overloaded": statuses["503"]}
+        errors = dict(report["error_counts"])
+        num_empty = errors.pop("no_audio", 0)  # random weights may draw EOS at once: a whole 200 of (next to) no audio
+        assert errors == {"overloaded": statuses["503"]}
+        assert statuses["200"] - num_empty >= 2
         refused = value(after, "turbotts_admission_rejections_total", reason="realtime") - value(
             before, "turbotts_admission_rejections_total", reason="realtime"
         )
@@ -70,7 +73,8 @@ def test_realtime_admission_refuses_or_queues_the_extra_streams_and_the_admitted
         assert value(after, "turbotts_realtime_capacity_streams") == 1
         assert report["num_streams_with_stall_over_100ms"] == 0 and report["continuity_rate"] == 1.0
         # capacity 1: each admitted stream waited in the queue until the one before it had ended
-        admitted = sorted((r for r in report["runs"][0]["requests"] if r["status"] == 200), key=lambda r: r["ttfa_s"])
+        spoken = [r for r in report["runs"][0]["requests"] if r["status"] == 200 and r["ttfa_s"] is not None]
+        admitted = sorted(spoken, key=lambda r: r["ttfa_s"])
         for before_it, after_it in itertools.pairwise(admitted):
             assert after_it["sent_s"] + after_it["ttfa_s"] >= before_it["sent_s"] + before_it["latency_s"] - 0.05
 
