@@ -105,8 +105,9 @@ def spill_to_disk(params: list[nn.Parameter], directory: str | None = None) -> i
     """Move parameters nothing reads now into an unlinked temporary file's mapping, paged out.
 
     Why: a fused matmul keeps its own (oneDNN-packed) copy, and its bf16 sources are anonymous
-    memory the kernel cannot drop without swap: the GPT's weights twice. File-backed, they cost
-    disk instead and come back (read from the file) only if the module is unfused. Returns the
+    memory the kernel cannot drop without swap: the GPT's weights twice (so are the fp32 weights
+    that the bf16 vocoder's copies replace). File-backed, they cost disk instead and come back
+    (read from the file) only if the module is unfused or the fp32 modules run. Returns the
     bytes moved; 0 (and the weights stay in memory) where the file cannot be written.
     """
     movable = [p for p in params if p.device.type == "cpu" and not p.is_meta]
@@ -117,7 +118,7 @@ def spill_to_disk(params: list[nn.Parameter], directory: str | None = None) -> i
             save_file({str(i): p.detach().contiguous() for i, p in enumerate(movable)}, file.name)
             mapped = load_file(file.name)  # the mapping outlives the unlinked file
     except OSError as exc:
-        logger.warning("kept fused weights' sources in memory: cannot spill them to %s (%s)", directory, exc)
+        logger.warning("kept replaced weights in memory: cannot spill them to %s (%s)", directory or "TMPDIR", exc)
         return 0
     for i, param in enumerate(movable):
         param.data = mapped[str(i)]
