@@ -42,7 +42,7 @@ def test_onednn_matmul_equals_fbgemm_bit_for_bit() -> None:
     fbgemm = Int8Linear([weight])
     assert fbgemm.packed is not None
     want = torch.ops.quantized.linear_dynamic(x, fbgemm.packed, False)
-    got = int8_prefill.matmul(x, int8_prefill.prepack(q), scale, torch.zeros(192, dtype=torch.int64))
+    got = int8_prefill.matmul(x, int8_prefill.prepack(q, scale))
     assert torch.equal(got, want)
     reference = x @ (q.float() * scale[:, None]).T  # and both are the int8 product, not something else
     assert float((got - reference).abs().max() / reference.abs().max()) < 0.02
@@ -63,7 +63,7 @@ def test_an_adopting_linear_sends_prompt_sized_calls_to_onednn_with_the_same_res
     torch.testing.assert_close(adopted(x), plain(x), rtol=0, atol=0)
     calls: list[int] = []
     matmul = int8_prefill.matmul
-    monkeypatch.setattr(int8_prefill, "matmul", lambda x, *a: calls.append(x.shape[0]) or matmul(x, *a))
+    monkeypatch.setattr(int8_prefill, "matmul", lambda x, weight: calls.append(x.shape[0]) or matmul(x, weight))
     adopted(x)  # 64 rows: oneDNN
     adopted(x[:, :4])  # a decode-sized call: not
     assert calls == [2 * int8_prefill.MIN_ROWS]

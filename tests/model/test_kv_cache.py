@@ -98,6 +98,15 @@ def _random_sequences(hidden: int, lengths: list[int], seed: int = 0) -> list[to
     return [torch.randn(n, hidden, generator=gen) for n in lengths]
 
 
+def _padded_batch(prompts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, L, H) right-padded prompts and their (B, L) positions."""
+    longest = max(len(p) for p in prompts)
+    padded = torch.zeros(len(prompts), longest, prompts[0].shape[1])
+    for row, p in enumerate(prompts):
+        padded[row, : len(p)] = p
+    return padded, torch.arange(longest).expand(len(prompts), -1)
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s.value)
 def test_batched_decode_equals_one_at_a_time(gpt: GPT, strategy: DecodeStrategy) -> None:
     """Three sequences at different lengths in scattered slots decode together as they do alone."""
@@ -108,10 +117,7 @@ def test_batched_decode_equals_one_at_a_time(gpt: GPT, strategy: DecodeStrategy)
     with torch.inference_mode():
         # batched: one right-padded prefill, then batched decode steps
         batch_cache = gpt.new_kv_cache(num_slots=5, max_seq_len=32)
-        padded = torch.zeros(3, max(prompt_lens), hidden)
-        for row, p in enumerate(prompts):
-            padded[row, : len(p)] = p
-        positions = torch.arange(max(prompt_lens)).expand(3, -1)
+        padded, positions = _padded_batch(prompts)
         batch_prefill = gpt.prefill(padded, positions, PrefillMetadata.build(slots, prompt_lens), batch_cache)
         batch_out = []
         for t in range(num_steps):
@@ -137,10 +143,7 @@ def test_packed_prefill_equals_the_padded_batch(gpt: GPT) -> None:
     prompts = _random_sequences(hidden, prompt_lens, seed=3)
     with torch.inference_mode():
         padded_cache = gpt.new_kv_cache(num_slots=5, max_seq_len=32)
-        padded = torch.zeros(3, max(prompt_lens), hidden)
-        for row, p in enumerate(prompts):
-            padded[row, : len(p)] = p
-        positions = torch.arange(max(prompt_lens)).expand(3, -1)
+        padded, positions = _padded_batch(prompts)
         padded_out = gpt.prefill(padded, positions, PrefillMetadata.build(slots, prompt_lens), padded_cache)
         packed_cache = gpt.new_kv_cache(num_slots=5, max_seq_len=32)
         packed_positions = torch.cat([torch.arange(n) for n in prompt_lens])[None]

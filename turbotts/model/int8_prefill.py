@@ -58,20 +58,31 @@ def has_onednn_int8() -> bool:
     return hasattr(torch.ops.onednn, "qlinear_prepack") and hasattr(torch.ops.onednn, "qlinear_pointwise")
 
 
-def prepack(q: Tensor) -> Tensor:
-    """oneDNN's packed form of an (out, in) symmetric int8 weight."""
-    return torch.ops.onednn.qlinear_prepack(q, None)
+@dataclass(frozen=True)
+class PackedWeight:
+    """An (out, in) symmetric int8 weight in oneDNN's layout, with its per-row scales (zero points all 0)."""
+
+    packed: Tensor
+    scale: Tensor
+    zero_points: Tensor
 
 
-def matmul(x: Tensor, packed: Tensor, scale: Tensor, zero_points: Tensor) -> Tensor:
+def prepack(q: Tensor, scale: Tensor) -> PackedWeight:
+    """oneDNN's packed form of an (out, in) symmetric int8 weight with (out,) float32 scales."""
+    zero_points = torch.zeros(scale.shape[0], dtype=torch.int64)
+    return PackedWeight(torch.ops.onednn.qlinear_prepack(q, None), scale, zero_points)
+
+
+def matmul(x: Tensor, weight: PackedWeight) -> Tensor:
     """(rows, in) float32 times a packed int8 weight -> (rows, out) float32, activations quantized as fbgemm does."""
     with warnings.catch_warnings():  # the quantized-tensor API is deprecated; it is what torch's dynamic Linear uses
         warnings.simplefilter("ignore")
         xq = torch.quantize_per_tensor_dynamic(x, torch.quint8, False)
         codes, x_scale, x_zero = xq.int_repr(), xq.q_scale(), xq.q_zero_point()
     return torch.ops.onednn.qlinear_pointwise(
-        codes, x_scale, x_zero, packed, scale, zero_points, None, 1.0, 0, torch.float32, "none", [], ""
-    )
+        codes, x_scale, x_zero, weight.packed, weight.scale, weight.zero_points, None, 1.0, 0, torch.float32,
+        "none", [], "",
+    )  # fmt: skip
 
 
 @functools.cache
@@ -103,7 +114,7 @@ def _probe() -> tuple[float, float]:
     scale = torch.full((PROBE_OUT,), 1e-3)
     zero_points = torch.zeros(PROBE_OUT, dtype=torch.int64)
     x = torch.randn(PROBE_ROWS, PROBE_IN, generator=gen)
-    packed = prepack(q)
+    packed = prepack(q, scale)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         qweight = torch._make_per_channel_quantized_tensor(q, scale.double(), zero_points, 0)
@@ -123,6 +134,6 @@ def _probe() -> tuple[float, float]:
             times.append(time.perf_counter() - start)
         return min(times)
 
-    onednn_s = best_of(lambda: matmul(x, packed, scale, zero_points))
+    onednn_s = best_of(lambda: matmul(x, packed))
     fbgemm_s = best_of(lambda: torch.ops.quantized.linear_dynamic(x, fbgemm_packed, False))
     return onednn_s, fbgemm_s

@@ -140,8 +140,7 @@ class Int8Linear(FusedLinear):
         self.tiles = kernel.pack(q) if kernel is not None else None
         # prefill-sized calls on oneDNN where it measured faster here (the same results: see int8_prefill)
         is_onednn = self.packed is not None and int8_prefill.choice(REDUCE_RANGE).is_onednn
-        self.onednn = int8_prefill.prepack(q) if is_onednn else None
-        self.zero_points = torch.zeros(scale.shape[0], dtype=torch.int64)
+        self.onednn = int8_prefill.prepack(q, scale) if is_onednn else None
 
     def __call__(self, x: Tensor) -> Tensor:
         rows = x.numel() // x.shape[-1]
@@ -151,7 +150,7 @@ class Int8Linear(FusedLinear):
             y = y.view(*x.shape[:-1], y.shape[-1])
             return y if x.dtype == torch.float32 else y.to(x.dtype)
         if self.onednn is not None and rows >= int8_prefill.MIN_ROWS:
-            y = int8_prefill.matmul(x.reshape(rows, x.shape[-1]).float(), self.onednn, self.scale, self.zero_points)
+            y = int8_prefill.matmul(x.reshape(rows, x.shape[-1]).float(), self.onednn)
             y = y.view(*x.shape[:-1], y.shape[-1])
             return y if x.dtype == torch.float32 else y.to(x.dtype)
         if self.packed is not None:
