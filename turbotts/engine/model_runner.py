@@ -8,8 +8,11 @@ never requests.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections import OrderedDict
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 
@@ -18,12 +21,32 @@ from turbotts.engine.cuda_graphs import StaticDecoder
 from turbotts.engine.kv import KVLayout
 from turbotts.engine.sampler import PENALTY_WINDOW, SamplingBatch, column_seeds, sample
 from turbotts.engine.sequence import SequenceKind
+from turbotts.model import int8_gemv
 from turbotts.model.attention import DecodeMetadata, DecodeStrategy, PrefillMetadata
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.gpt import GPT
+from turbotts.model.quant import is_quantized
 from turbotts.model.speaker import apply_speaker, decode_voice, encode_voice, sample_random_voice
 
 VOICE_CACHE_SIZE = 256
+#: ``TURBOTTS_FUSED_SAMPLER=0`` samples with torch ops even where the compiled kernels are loaded (for A/B runs)
+FUSED_SAMPLER_ENV = "TURBOTTS_FUSED_SAMPLER"
+
+logger = logging.getLogger(__name__)
+
+
+def sampling_kernel(model: ChatTTSModel) -> ModuleType | None:
+    """The compiled kernels to sample with: where an int8 GPT on CPU already loaded them (its
+    steps are short enough for the torch sampler's ~0.5 ms to count, and nothing is compiled
+    for it), unless switched off."""
+    if os.environ.get(FUSED_SAMPLER_ENV, "1") == "0" or model.device.type != "cpu":
+        return None
+    if not is_quantized(model.modules.gpt):
+        return None
+    kernel = int8_gemv.load_kernel()
+    if kernel is not None:
+        logger.info("sampling on the compiled CPU kernels (%s=0 samples with torch ops)", FUSED_SAMPLER_ENV)
+    return kernel
 
 
 @dataclass
@@ -112,6 +135,7 @@ class ModelRunner:
             if is_static
             else None
         )
+        self.sampling_kernel = sampling_kernel(model)
         self._voices: OrderedDict[str, torch.Tensor] = OrderedDict()
         self._random_voices: OrderedDict[int, str] = OrderedDict()
 
@@ -276,7 +300,7 @@ class ModelRunner:
             seeds=s.seeds[slot_t, :num_columns].reshape(-1),
             steps=step_t.repeat_interleave(num_columns),
         )
-        return sample(logits, batch, eos)
+        return sample(logits, batch, eos, self.sampling_kernel)
 
     def _remember(self, slot_t: torch.Tensor, step_t: torch.Tensor, ids: torch.Tensor) -> None:
         """Write the new ids into each slot's repetition-penalty ring buffer."""

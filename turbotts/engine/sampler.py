@@ -10,11 +10,16 @@ Randomness is counter based: the uniform number of a row is a hash of its
 sequence seed, its step and its column. A request's draws therefore depend on
 nothing else in the batch, need no generator state, and stay reproducible
 across restarts and devices.
+
+On CPU, where the model's compiled kernels are loaded (int8), :func:`sample`
+runs the same pipeline as one C++ call per step (``model/kernels/sample_rows.cpp``):
+the ~60 small torch ops cost 0.5-0.7 ms, a twentieth of an int8 batch-1 step.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 
@@ -132,8 +137,14 @@ def greedy_ids(logits: torch.Tensor, batch: SamplingBatch, eos_id: int) -> torch
     return logits.argmax(dim=-1)
 
 
-def sample(logits: torch.Tensor, batch: SamplingBatch, eos_id: int) -> torch.Tensor:
-    """Pick the next id of every row: (R, V) logits -> (R,) int64."""
+def sample(logits: torch.Tensor, batch: SamplingBatch, eos_id: int, kernel: ModuleType | None = None) -> torch.Tensor:
+    """Pick the next id of every row: (R, V) logits -> (R,) int64.
+
+    ``kernel``: the compiled CPU kernels (``model.int8_gemv.load_kernel()``) to run it as one call
+    where the logits are on CPU; None: torch ops.
+    """
+    if kernel is not None and logits.device.type == "cpu":
+        return sample_on_kernel(kernel, logits, batch, eos_id)
     if bool(batch.is_greedy.all()):
         return greedy_ids(logits, batch, eos_id)
     probs = process_logits(logits, batch, eos_id).softmax(dim=-1)
@@ -141,6 +152,28 @@ def sample(logits: torch.Tensor, batch: SamplingBatch, eos_id: int) -> torch.Ten
     if bool(batch.is_greedy.any()):
         drawn = torch.where(batch.is_greedy, greedy_ids(logits, batch, eos_id), drawn)
     return drawn
+
+
+def sample_on_kernel(
+    kernel: ModuleType, logits: torch.Tensor, batch: SamplingBatch, eos_id: int, probs_out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """:func:`sample` in one C++ call; ``probs_out`` (R, V) float32, where given, receives each sampled
+    row's final probabilities (for tests)."""
+    ids: torch.Tensor = kernel.sample_rows(
+        logits.float().contiguous(),
+        batch.temperature.float().contiguous(),
+        batch.repetition_penalty.float().contiguous(),
+        batch.top_p.float().contiguous(),
+        batch.top_k.long().contiguous(),
+        batch.history.long().contiguous(),
+        batch.ban_eos.contiguous(),
+        batch.is_greedy.contiguous(),
+        batch.seeds.long().contiguous(),
+        batch.steps.long().contiguous(),
+        eos_id,
+        torch.empty(0) if probs_out is None else probs_out,
+    )
+    return ids
 
 
 def column_seeds(seed: int, num_columns: int) -> list[int]:

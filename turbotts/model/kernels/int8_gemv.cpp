@@ -19,6 +19,7 @@
 
 #include "decode_stack.h"
 #include "int8_tiles.h"
+#include "sample_rows.h"
 
 using namespace turbotts_int8;
 
@@ -78,6 +79,8 @@ DecodeStack make_stack(std::vector<torch::Tensor> norms, std::vector<torch::Tens
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pack", &pack, "int8 (N, K) weights into tile order");
   m.def("gemv", &gemv, py::call_guard<py::gil_scoped_release>(), "(M, K) float32 x packed int8 weights -> (M, N) float32, M <= 4");
+  m.def("sample_rows", &sample_rows, py::call_guard<py::gil_scoped_release>(),
+        "engine/sampler.py's sample for a few rows on CPU, one call");
   m.def("isa", &isa, "the vector ISA this build uses");
   // module_local: the native and the portable build may both be loaded (tests do), each with its own class
   py::class_<DecodeStack>(m, "DecodeStack", py::module_local())
