@@ -64,6 +64,9 @@ def test_bench_writes_the_documented_json_and_a_png(tmp_path: Path) -> None:
     assert len({round(r["audio_s"], 6) for r in report["runs"]}) == 1
     assert "1" in report["runs"][0]["step_ms_by_batch"]
     assert report["roofline_ratio"] > 0 and report["peak_rss_bytes"] > 0
+    if report["weight_size_read_gb_s"] is not None:  # the compiled kernels built here
+        want = report["batch1_step_ms"] / 1000 * report["weight_size_read_gb_s"] * 1e9 / report["decode_weight_bytes"]
+        assert report["weight_size_read_ratio"] == pytest.approx(want)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

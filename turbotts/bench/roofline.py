@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from turbotts.model import int8_prefill
+from turbotts.model import int8_gemv, int8_prefill
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.quant import REDUCE_RANGE, Int8Linear, stored_weight_bytes
 
@@ -29,6 +29,27 @@ def measure_bandwidth_bytes_per_s(num_bytes: int = BANDWIDTH_PROBE_BYTES, repeat
         data.sum()
         best = min(best, time.perf_counter() - start)
     return num_bytes / best
+
+
+def measure_read_bytes_per_s(num_bytes: int, repeats: int = 5) -> float | None:
+    """Best-of-N speed of a plain read loop (the compiled kernels' ``xor_words``) over ``num_bytes``;
+    None where the kernels are not built here.
+
+    Why beside the probe: torch's sum is not the fastest reader, and a buffer the size of the
+    weights may partly stay in a large last-level cache between steps, as the weights do, which
+    a 1 GiB probe cannot. A step measured against this is held to what its weights can stream at.
+    """
+    kernel = int8_gemv.load_kernel()
+    if kernel is None:
+        return None
+    data = torch.ones(max(8, num_bytes // 8 * 8), dtype=torch.uint8)
+    kernel.xor_words(data)  # fault the pages in
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        kernel.xor_words(data)
+        best = min(best, time.perf_counter() - start)
+    return data.numel() / best
 
 
 def decode_weight_bytes(model: ChatTTSModel) -> int:

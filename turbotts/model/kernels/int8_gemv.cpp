@@ -21,6 +21,8 @@
 #include "int8_tiles.h"
 #include "sample_rows.h"
 
+#include <vector>
+
 using namespace turbotts_int8;
 
 namespace {
@@ -61,6 +63,34 @@ torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& packed, const to
 
 std::string isa() { return kIsa; }
 
+// The xor of every 64-bit word of buf, read by all threads, each one contiguous range: the plain
+// read loop the bench times to say how fast weight-sized memory streams here (caches included).
+int64_t xor_words(const torch::Tensor& buf) {
+  TORCH_CHECK(buf.device().is_cpu() && buf.is_contiguous() && buf.nbytes() % 8 == 0,
+              "xor_words: a contiguous CPU tensor of whole 64-bit words");
+  const uint64_t* words = static_cast<const uint64_t*>(buf.data_ptr());
+  const int64_t n = static_cast<int64_t>(buf.nbytes() / 8);
+  std::vector<uint64_t> partial(at::get_num_threads(), 0);
+  constexpr int64_t kStep = 16;  // words per iteration: two cache lines, four independent 256-bit lanes
+  at::parallel_for(0, n / kStep, 256, [&](int64_t begin, int64_t end) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = begin * kStep; i < end * kStep; i += kStep) {
+      const auto* v = reinterpret_cast<const __m256i*>(words + i);
+      a0 = _mm256_xor_si256(a0, _mm256_loadu_si256(v));
+      a1 = _mm256_xor_si256(a1, _mm256_loadu_si256(v + 1));
+      a2 = _mm256_xor_si256(a2, _mm256_loadu_si256(v + 2));
+      a3 = _mm256_xor_si256(a3, _mm256_loadu_si256(v + 3));
+    }
+    alignas(32) uint64_t lanes[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3)));
+    partial[at::get_thread_num()] ^= lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3];
+  });
+  for (int64_t i = n / kStep * kStep; i < n; ++i) partial[0] ^= words[i];  // the tail
+  uint64_t total = 0;
+  for (uint64_t v : partial) total ^= v;
+  return static_cast<int64_t>(total);
+}
+
 // torch.ScriptObject of fbgemm's packed weight (torch.ops.quantized.linear_prepack) -> the C++ object
 c10::intrusive_ptr<LinearPackedParamsBase> packed_params(const py::handle& handle) {
   const auto script = handle.cast<torch::jit::Object>();
@@ -81,6 +111,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("gemv", &gemv, py::call_guard<py::gil_scoped_release>(), "(M, K) float32 x packed int8 weights -> (M, N) float32, M <= 4");
   m.def("sample_rows", &sample_rows, py::call_guard<py::gil_scoped_release>(),
         "engine/sampler.py's sample for a few rows on CPU, one call");
+  m.def("xor_words", &xor_words, py::call_guard<py::gil_scoped_release>(), "xor of every 64-bit word (a timed read)");
   m.def("isa", &isa, "the vector ISA this build uses");
   // module_local: the native and the portable build may both be loaded (tests do), each with its own class
   py::class_<DecodeStack>(m, "DecodeStack", py::module_local())

@@ -1,0 +1,47 @@
+"""The bench's bandwidth yardsticks: the plain read loop reads every byte, and its speed is reported."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from turbotts.bench.roofline import measure_bandwidth_bytes_per_s, measure_read_bytes_per_s
+from turbotts.cpu import cpu_info
+from turbotts.model import int8_gemv
+
+needs_kernel = pytest.mark.skipif(
+    "avx2" not in cpu_info().flags or shutil.which("c++") is None, reason="needs AVX2 and a C++ compiler"
+)
+
+
+@needs_kernel
+def test_the_read_loop_reads_every_word() -> None:
+    kernel = int8_gemv.load_kernel()
+    assert kernel is not None
+    words = torch.randint(-(2**62), 2**62, (3 * 4096 + 5,), dtype=torch.int64)  # several threads' ranges, a tail
+    want = int(np.bitwise_xor.reduce(words.numpy()))
+    assert kernel.xor_words(words) == want
+    words[-1] ^= 1 << 40  # one bit of the last word moves the result: nothing is skipped
+    assert kernel.xor_words(words) == want ^ (1 << 40)
+    with pytest.raises(RuntimeError, match="whole 64-bit words"):
+        kernel.xor_words(torch.zeros(7, dtype=torch.uint8))
+
+
+@needs_kernel
+def test_both_yardsticks_measure_a_positive_speed() -> None:
+    read = measure_read_bytes_per_s(8 * 2**20, repeats=2)
+    probe = measure_bandwidth_bytes_per_s(64 * 2**20, repeats=2)
+    assert read is not None and read > 0 and probe > 0
+
+
+def test_without_the_kernels_the_read_loop_reports_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(int8_gemv.DISABLE_ENV, "0")
+    int8_gemv.load_kernel.cache_clear()
+    try:
+        assert measure_read_bytes_per_s(2**20) is None
+    finally:
+        monkeypatch.delenv(int8_gemv.DISABLE_ENV)
+        int8_gemv.load_kernel.cache_clear()
