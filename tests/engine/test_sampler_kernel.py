@@ -143,3 +143,19 @@ def test_the_engine_samples_int8_steps_on_the_kernel_with_the_same_audio(
     float_kernel, _ = _speak("none", monkeypatch, "1")
     assert on_kernel is kernel and off_kernel is None and float_kernel is None
     assert len(audio) > 0 and np.array_equal(audio, torch_audio)  # the same codes drawn, frame by frame
+
+
+def test_the_avx2_build_samples_as_the_native_one(kernel: ModuleType) -> None:
+    avx2 = int8_gemv.build(["-O3", "-march=x86-64-v3"])  # what an AVX2-only machine compiles
+    assert avx2 is not None
+    for trial in range(20):
+        g = torch.Generator().manual_seed(100 + trial)
+        logits = torch.randn(8, VOCAB, generator=g) * 3
+        batch = _random_batch(8, g, top_p=0.8, top_k=30, penalty=1.1)
+        probs, probs_avx2 = torch.zeros(8, VOCAB), torch.zeros(8, VOCAB)
+        ids = sample_on_kernel(kernel, logits, batch, EOS, probs)
+        ids_avx2 = sample_on_kernel(avx2, logits, batch, EOS, probs_avx2)
+        assert torch.equal(ids, ids_avx2)
+        torch.testing.assert_close(probs_avx2, probs, rtol=0, atol=1e-7)
+    words = torch.randint(-(2**62), 2**62, (4099,), dtype=torch.int64)
+    assert avx2.xor_words(words) == kernel.xor_words(words)
