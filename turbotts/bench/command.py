@@ -169,6 +169,7 @@ def bench(
             typer.echo(f"benchmarking random {dummy_size} weights ({mode_name}, on {precision.isa})", err=True)
         weight_bytes = decode_weight_bytes(model)
         batch1_step_s = probe_batch1_step_s(model, engine_config)
+        load_peak_rss = peak_rss_bytes()  # before the read probe's weight-sized buffer, which is not the model's
         weight_read = measure_read_bytes_per_s(weight_bytes)
         probes[quant_mode] = {
             "precision": precision.report(),
@@ -182,7 +183,7 @@ def bench(
             "int8_kernel": int8_kernel_name(model),
             "int8_prefill": int8_prefill_report(model),
             "kv_dtype": str(kv_cache_dtype(kv_dtype, model.modules.gpt)).removeprefix("torch."),
-            "load_peak_rss_bytes": peak_rss_bytes(),
+            "load_peak_rss_bytes": load_peak_rss,
         }
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
             for run_mode_name in modes:
