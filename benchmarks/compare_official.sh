@@ -40,6 +40,11 @@ for quant in none auto; do
     --concurrency "$COUNT" --output-len "$N" --quant "$quant" --json "$OUT/turbotts_c${COUNT}_$quant.json" \
     --plot "$OUT/turbotts_c${COUNT}_$quant.png"
 done
+# the same c=16 load asking for each utterance whole (decoded once at the end), as the official static batch
+# returns it and the server does for buffered formats: the like-for-like row
+turbotts bench --checkpoint "$CKPT" --load-format auto --mode continuous --num-requests "$COUNT" \
+  --concurrency "$COUNT" --output-len "$N" --quant auto --no-stream --json "$OUT/turbotts_c${COUNT}_whole_auto.json"
 python -m turbotts.bench.compare --official-dir "$OUT/official" \
   --turbotts-json "$OUT"/turbotts_lone_{none,auto}.json "$OUT"/turbotts_c"$COUNT"_{none,auto}.json \
+  "$OUT/turbotts_c${COUNT}_whole_auto.json" \
   --concurrency "$COUNT" --json "$OUT/compare_$ISA.json" --plot "$OUT/compare_$ISA.png"

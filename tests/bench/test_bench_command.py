@@ -106,6 +106,22 @@ def test_max_prefill_tokens_spreads_the_prefill_of_requests_arriving_together(tm
     assert batch_sizes["1"] == {"1", "2", "3"}
 
 
+def test_no_stream_asks_for_each_utterance_whole(tmp_path: Path) -> None:
+    """Streamed audio starts before the utterance ends; whole audio (one decode at the end) only when it ends."""
+    reports = {}
+    for flag in ("--stream", "--no-stream"):
+        out = tmp_path / f"{flag}.json"
+        result = run_bench("--mode", "sequential", "--num-requests", "2", "--concurrency", "1", "--output-len", "40",
+                           "--quant", "none", flag, "--json", str(out))  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        reports[flag] = json.loads(out.read_text())
+    streamed, whole = reports["--stream"], reports["--no-stream"]
+    assert streamed["config"]["is_streaming"] is True and whole["config"]["is_streaming"] is False
+    assert streamed["ttfa_s"]["p50"] < streamed["latency_s"]["p50"]
+    assert whole["ttfa_s"]["p50"] == whole["latency_s"]["p50"]
+    assert whole["audio_s"] == streamed["audio_s"]  # the same work either way
+
+
 def test_poisson_arrivals(tmp_path: Path) -> None:
     out = tmp_path / "p.json"
     result = run_bench(
@@ -156,3 +172,8 @@ def test_quant_modes_compared_in_one_run(tmp_path: Path) -> None:
     assert report["ratios"]["int8_over_none_continuous_c2"] > 0
     probes = report["probes_by_quant"]
     assert probes["int8"]["decode_weight_bytes"] < 0.35 * probes["none"]["decode_weight_bytes"]
+    assert probes["none"]["int8_kernel_cached_gb_s"] is None  # no int8 kernel in an fp32 model
+    if probes["int8"]["int8_kernel"] not in (None, "fbgemm"):  # the kernel's own floor on cached weights
+        int8 = probes["int8"]
+        want = int8["batch1_step_ms"] / 1000 * int8["int8_kernel_cached_gb_s"] * 1e9 / int8["decode_weight_bytes"]
+        assert int8["int8_kernel_cached_gb_s"] > 0 and int8["int8_kernel_cached_ratio"] == pytest.approx(want)

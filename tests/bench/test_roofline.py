@@ -1,4 +1,5 @@
-"""The bench's bandwidth yardsticks: the plain read loop reads every byte, and its speed is reported."""
+"""The bench's yardsticks: the plain read loop reads every byte, and its speed and the int8 kernel's on
+cached weights are reported."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from turbotts.bench.roofline import measure_bandwidth_bytes_per_s, measure_read_bytes_per_s
+from turbotts.bench.roofline import (
+    measure_bandwidth_bytes_per_s,
+    measure_int8_kernel_cached_bytes_per_s,
+    measure_read_bytes_per_s,
+)
 from turbotts.cpu import cpu_info
 from turbotts.model import int8_gemv
 
@@ -34,7 +39,9 @@ def test_the_read_loop_reads_every_word() -> None:
 def test_both_yardsticks_measure_a_positive_speed() -> None:
     read = measure_read_bytes_per_s(8 * 2**20, repeats=2)
     probe = measure_bandwidth_bytes_per_s(64 * 2**20, repeats=2)
+    cached = measure_int8_kernel_cached_bytes_per_s(budget_s=0.05)
     assert read is not None and read > 0 and probe > 0
+    assert cached is not None and cached > 0
 
 
 def test_without_the_kernels_the_read_loop_reports_none(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,6 +49,7 @@ def test_without_the_kernels_the_read_loop_reports_none(monkeypatch: pytest.Monk
     int8_gemv.load_kernel.cache_clear()
     try:
         assert measure_read_bytes_per_s(2**20) is None
+        assert measure_int8_kernel_cached_bytes_per_s() is None
     finally:
         monkeypatch.delenv(int8_gemv.DISABLE_ENV)
         int8_gemv.load_kernel.cache_clear()

@@ -20,6 +20,7 @@ from turbotts.bench.roofline import (
     int8_kernel_name,
     int8_prefill_report,
     measure_bandwidth_bytes_per_s,
+    measure_int8_kernel_cached_bytes_per_s,
     measure_read_bytes_per_s,
 )
 from turbotts.bench.runner import MODES, run_mode
@@ -102,6 +103,13 @@ def bench(
     decode_mode: Annotated[
         str, typer.Option("--decode-mode", help="auto, eager, static or graphs (CUDA graphs, GPU only).")
     ] = "auto",
+    stream: Annotated[
+        bool,
+        typer.Option(
+            "--stream/--no-stream",
+            help="Stream audio in chunks (default), or ask for each utterance whole: one decode at the end.",
+        ),
+    ] = True,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     json_path: Annotated[Path, typer.Option("--json", help="Where to write the report.")] = Path("bench.json"),
     plot_path: Annotated[Path | None, typer.Option("--plot", help="PNG of throughput and TTFA.")] = None,
@@ -171,6 +179,9 @@ def bench(
         batch1_step_s = probe_batch1_step_s(model, engine_config)
         load_peak_rss = peak_rss_bytes()  # before the read probe's weight-sized buffer, which is not the model's
         weight_read = measure_read_bytes_per_s(weight_bytes)
+        # the kernel's own floor on cached weights, for int8 models that run it (None otherwise)
+        runs_int8_kernel = int8_kernel_name(model) not in (None, "fbgemm")
+        cached_rate = measure_int8_kernel_cached_bytes_per_s() if runs_int8_kernel else None
         probes[quant_mode] = {
             "precision": precision.report(),
             "batch1_step_ms": 1000 * batch1_step_s,
@@ -179,6 +190,8 @@ def bench(
             # the stricter yardstick: a plain read of a weight-sized buffer (None without the compiled kernels)
             "weight_size_read_gb_s": None if weight_read is None else weight_read / 1e9,
             "weight_size_read_ratio": None if weight_read is None else batch1_step_s * weight_read / weight_bytes,
+            "int8_kernel_cached_gb_s": None if cached_rate is None else cached_rate / 1e9,
+            "int8_kernel_cached_ratio": None if cached_rate is None else batch1_step_s * cached_rate / weight_bytes,
             "decode_weight_bytes": weight_bytes,
             "int8_kernel": int8_kernel_name(model),
             "int8_prefill": int8_prefill_report(model),
@@ -198,6 +211,7 @@ def bench(
                         engine_config=engine_config,
                         is_closed_loop=request_rate is None,
                         on_finish=partial(bar.advance, task),
+                        is_streaming=stream,
                     )
                     labels = {"quant": quant_mode, "precision": mode_name, "peak_rss_bytes": peak_rss_bytes()}
                     runs.append({**summarize(result), **labels})
@@ -231,6 +245,7 @@ def bench(
                 "first_chunk_frames": streaming.first_chunk_frames,
                 "first_chunk_lookahead_frames": streaming.first_chunk_lookahead_frames,
                 "max_prefill_tokens": max_prefill_tokens,
+                "is_streaming": stream,
                 "decode_mode": decode_mode,
                 "num_requests": num_requests,
                 "concurrency": levels,
@@ -300,4 +315,9 @@ def _print_summary(runs: list[dict[str, Any]], report: dict[str, Any]) -> None:
         console.print(
             f"a plain read of the weights' size: {report['weight_size_read_gb_s']:.1f} GB/s "
             f"(batch-1 step {report['weight_size_read_ratio']:.2f}x that)"
+        )
+    if report.get("int8_kernel_cached_gb_s") is not None:
+        console.print(
+            f"the int8 kernel on cached weights: {report['int8_kernel_cached_gb_s']:.1f} GB/s "
+            f"(batch-1 step {report['int8_kernel_cached_ratio']:.2f}x that)"
         )

@@ -80,8 +80,13 @@ def run_mode(
     engine_config: EngineConfig,
     is_closed_loop: bool,
     on_finish: Callable[[], None] = lambda: None,
+    is_streaming: bool = True,
 ) -> RunResult:
-    """Run every request to completion and time it."""
+    """Run every request to completion and time it.
+
+    ``is_streaming=False`` asks for each utterance whole (decoded once at the end, as the server does for
+    buffered formats and the official package always does): its first audio is its last.
+    """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     batch_size = 1 if mode == "sequential" else concurrency
@@ -122,7 +127,7 @@ def run_mode(
             arrival = now if is_closed_loop else start + request.arrival_s
             timings[str(request.index)] = RequestTiming(arrival_s=arrival, max_samples=_num_samples(request))
             frames = batch_frames if mode == "static" else request.num_frames
-            core.add_request(str(request.index), request.text, _params(request, frames), stream=True)
+            core.add_request(str(request.index), request.text, _params(request, frames), stream=is_streaming)
 
     while pending or core.has_work():
         admit(time.perf_counter())

@@ -71,7 +71,7 @@ class SegmentSource(Protocol):
 
 
 class EngineSource:
-    """Every segment straight from the engine, streamed chunk by chunk."""
+    """Every segment straight from the engine: streamed chunk by chunk, or whole for buffered formats."""
 
     def __init__(
         self,
@@ -84,13 +84,17 @@ class EngineSource:
         self.engine = engine
         self.params = params
         self._on_request = on_request  # counts engine requests (a metric)
-        self.is_realtime = is_realtime  # False: the client gets the audio whole (flac), so it is batch work
+        # False: the client gets the audio whole (flac), so it is batch work, decoded once at the end: the
+        # exact one-shot audio, without the chunks' re-decoded context (about a third of the vocoder's work)
+        self.is_realtime = is_realtime
 
     async def run(self, text: str, request_id: str, emit: Emit) -> int:
         if self._on_request is not None:
             self._on_request()
         num_frames = 0
-        outputs = self.engine.generate(text, self.params, request_id=request_id, is_realtime=self.is_realtime)
+        outputs = self.engine.generate(
+            text, self.params, request_id=request_id, stream=self.is_realtime, is_realtime=self.is_realtime
+        )
         try:
             async for output in outputs:
                 if output.audio.size:
