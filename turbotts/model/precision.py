@@ -9,9 +9,9 @@ keeps the faster (about 0.1 s).
 int8 is probed on the matmul a batch-1 decode step would run: our weight-streaming
 kernel (int16 multiply-adds, native on every AVX2 CPU) where it is built, else
 fbgemm, which pays only with 8-bit dot products (VNNI). On an AVX2-only EPYC the
-kernel made a lone request 4.5x faster than fp32 (0.90 vs 0.20 audio-s/s), the
-only mode there that keeps up with real time, so requiring VNNI cost exactly the
-machines that need int8 most. int8 changes numerics, so serving takes it only
+kernel made a lone request 4.5x faster than fp32 (0.90 vs 0.20 audio-s/s, first
+audio in 0.5 s instead of 1.5 s), so requiring VNNI cost exactly the machines that
+need int8 most. int8 changes numerics, so serving takes it only
 when asked (``--quant auto``).
 """
 
