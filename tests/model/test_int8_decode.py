@@ -130,7 +130,10 @@ def test_the_avx2_build_gives_the_same_step() -> None:
     gpt.fused_decode = Int8DecodeStack.build(gpt, kernel=avx2)
     portable, _ = _decode_run(gpt, [True] * 3, [1, 0], [4, 8])
     for got, want in zip(portable, native, strict=True):
-        assert _relative_error(got, want) < 1e-4
+        # the integer sums are exact; the float loops (norms, softmax) sum in another order where -march=native
+        # tunes for narrower vectors (GCC's Zen tuning autovectorizes at 128 bits): 1.3e-4 on an AVX2-only EPYC,
+        # below 1e-4 on AVX-512 machines; a wrong tile or lane would be off by order 1
+        assert _relative_error(got, want) < 5e-4
 
 
 @pytest.mark.parametrize("rows", [5, 16])
@@ -166,9 +169,12 @@ def test_a_bf16_cache_in_the_stack(rows: int) -> None:
         # and the rounding shows against the fp32 cache: this model's random N(0, 0.5) weights make
         # its softmax sharp, which amplifies it (the official tiny checkpoint stays within 2e-2:
         # tests/model/test_kv_cache.py)
-        assert 0 < _relative_error(got, fp32) < 0.2
-    # written as torch rounds float32 to bfloat16 (nearest even), where both paths computed the same K/V
-    torch.testing.assert_close(fused_cache.data.float(), eager_cache.data.float(), rtol=2**-7, atol=1e-3)
+        # (0.22 at 16 rows on an AVX2-only EPYC: without VNNI fbgemm's 7-bit activations, which wide steps use,
+        # turn a rounding into a whole quantization step more often)
+        assert 0 < _relative_error(got, fp32) < 0.3
+    # written as torch rounds float32 to bfloat16 (nearest even), where both paths computed the same K/V up to
+    # the float rounding of the layers before (up to 2e-3, asserted above; 1.2e-3 seen on one small V value)
+    torch.testing.assert_close(fused_cache.data.float(), eager_cache.data.float(), rtol=2**-7, atol=2e-3)
     # layer 0's K/V depend on the inputs alone: there the bf16 cache is the fp32 one, rounded
     torch.testing.assert_close(fused_cache.data[0].float(), exact_cache.data[0], rtol=2**-8, atol=1e-5)
 
