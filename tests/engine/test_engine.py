@@ -79,6 +79,22 @@ def test_different_seeds_give_different_codes() -> None:
     assert outputs["a"][-1].codes != outputs["b"][-1].codes
 
 
+def test_a_request_in_a_reused_slot_samples_with_its_own_parameters() -> None:
+    """The runner keeps a steady batch's sampling parameters between steps: a new request in the
+    same slot (the same batch shape) must still get its own seed, temperature and top-k."""
+    alone = EngineCore(model(), EngineConfig(max_batch_size=1))
+    alone.add_request("b", TEXTS[1], sampled(1234))
+    codes_alone = run_all(alone)["b"][-1].codes
+
+    reused = EngineCore(model(), EngineConfig(max_batch_size=1))
+    greedy = SamplingParams(temperature=0.1, top_k=1, max_new_tokens=30)
+    reused.add_request("a", TEXTS[1], SynthesisParams(code=greedy, refine_text=False, seed=1))
+    reused.add_request("b", TEXTS[1], sampled(1234))  # waits for "a", then takes its slot
+    outputs = run_all(reused)
+    assert outputs["b"][-1].codes == codes_alone
+    assert outputs["a"][-1].codes != codes_alone
+
+
 @pytest.mark.parametrize(("left", "lookahead", "tolerance"), [(8, 8, 5e-3), (24, 24, 1e-5)])
 def test_streamed_chunks_concatenate_to_the_one_shot_decode(left: int, lookahead: int, tolerance: float) -> None:
     streaming = StreamingConfig(

@@ -114,6 +114,17 @@ def test_a_sequence_can_switch_paths_between_steps() -> None:
         assert _relative_error(got, want) < 1e-3
 
 
+def test_positions_past_the_rotary_table_grow_it() -> None:
+    """The stack reads cos/sin from a table it grows on demand (256 positions first): rows far past it
+    (and a step that needs it twice as large) still match the layer-by-layer path, whose tables are
+    computed per step."""
+    gpt = _int8_gpt(CONFIG)
+    fused, _ = _decode_run(gpt, [True] * 2, [0, 1], [300, 700])
+    eager, _ = _decode_run(gpt, [False] * 2, [0, 1], [300, 700])
+    for got, want in zip(fused, eager, strict=True):
+        assert _relative_error(got, want) < 1e-3
+
+
 def test_grouped_query_attention() -> None:
     gpt = _int8_gpt(GQA_CONFIG, seed=3)
     fused, _ = _decode_run(gpt, [True] * 4, [0, 2, 1], [4, 6, 2])

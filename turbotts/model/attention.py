@@ -214,21 +214,21 @@ class DecodeMetadata:
         lens_t = torch.tensor(lens, dtype=torch.int64, device=device)
         slots_t = torch.tensor(slots, dtype=torch.int64, device=device)
         num_keys = max(lens) + 1
-        positions = torch.arange(num_keys, device=device)
         if strategy is DecodeStrategy.AUTO:
             span = max(slots) - min(slots) + 1
             strategy = DecodeStrategy.SLOT_RANGE if span <= MAX_RANGE_PER_ROW * len(slots) else DecodeStrategy.PER_SLOT
+        if strategy is DecodeStrategy.PER_SLOT:
+            return cls(slots, lens, slots_t, lens_t, None, strategy)
+        positions = torch.arange(num_keys, device=device)
         if strategy is DecodeStrategy.GATHER:
             key_mask = (positions[None, :] <= lens_t[:, None])[:, None, None, :]  # (B, 1, 1, num_keys)
             return cls(slots, lens, slots_t, lens_t, key_mask, strategy)
-        if strategy is DecodeStrategy.SLOT_RANGE:
-            lo = min(slots)
-            # rows of the range that no sequence of this batch owns see only key 0 (never NaN)
-            range_lens = torch.zeros(max(slots) - lo + 1, dtype=torch.int64, device=device)
-            range_lens[slots_t - lo] = lens_t
-            key_mask = (positions[None, :] <= range_lens[:, None])[:, None, None, :]  # (span, 1, 1, num_keys)
-            return cls(slots, lens, slots_t, lens_t, key_mask, strategy, slot_lo=lo)
-        return cls(slots, lens, slots_t, lens_t, None, strategy)
+        lo = min(slots)  # DecodeStrategy.SLOT_RANGE
+        # rows of the range that no sequence of this batch owns see only key 0 (never NaN)
+        range_lens = torch.zeros(max(slots) - lo + 1, dtype=torch.int64, device=device)
+        range_lens[slots_t - lo] = lens_t
+        key_mask = (positions[None, :] <= range_lens[:, None])[:, None, None, :]  # (span, 1, 1, num_keys)
+        return cls(slots, lens, slots_t, lens_t, key_mask, strategy, slot_lo=lo)
 
 
 AttentionMetadata = DenseMetadata | PrefillMetadata | DecodeMetadata
