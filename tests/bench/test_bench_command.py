@@ -173,6 +173,9 @@ def test_quant_modes_compared_in_one_run(tmp_path: Path) -> None:
     probes = report["probes_by_quant"]
     assert probes["int8"]["decode_weight_bytes"] < 0.35 * probes["none"]["decode_weight_bytes"]
     assert probes["none"]["int8_kernel_cached_gb_s"] is None  # no int8 kernel in an fp32 model
+    assert probes["none"]["int8_tiles_huge_page_bytes"] is None
+    if probes["int8"]["int8_kernel"] not in (None, "fbgemm"):  # counted (a tiny model's tiles fill no 2 MiB page)
+        assert isinstance(probes["int8"]["int8_tiles_huge_page_bytes"], int) == (sys.platform == "linux")
     if probes["int8"]["int8_kernel"] not in (None, "fbgemm"):  # the kernel's own floor on cached weights
         int8 = probes["int8"]
         want = int8["batch1_step_ms"] / 1000 * int8["int8_kernel_cached_gb_s"] * 1e9 / int8["decode_weight_bytes"]

@@ -13,6 +13,7 @@ import torch
 
 from turbotts.model import int8_gemv, int8_prefill
 from turbotts.model.chattts import ChatTTSModel
+from turbotts.model.huge_pages import huge_page_bytes
 from turbotts.model.quant import REDUCE_RANGE, Int8Linear, stored_weight_bytes
 
 BANDWIDTH_PROBE_BYTES = 2**30  # far larger than any last-level cache
@@ -112,3 +113,9 @@ def int8_kernel_name(model: ChatTTSModel) -> str | None:
         return "fbgemm"
     stack = "+decode_stack" if model.modules.gpt.fused_decode is not None else ""
     return f"int8_gemv/{kernel.isa()}{stack}"
+
+
+def int8_tiles_huge_page_bytes(model: ChatTTSModel) -> int | None:
+    """Bytes of huge pages behind the int8 kernel's weight tiles (see model/huge_pages); None without them."""
+    tiles = [linear.tiles for linear in _int8_linears(model) if linear.tiles is not None]
+    return huge_page_bytes(tiles[0]) if tiles else None

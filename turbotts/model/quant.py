@@ -45,6 +45,7 @@ from turbotts.model import int8_gemv, int8_prefill
 from turbotts.model.chattts import ChatTTSModules
 from turbotts.model.file_views import page_out
 from turbotts.model.gpt import GPT, DecoderLayer
+from turbotts.model.huge_pages import move_to_huge_pages
 from turbotts.model.int8_decode import Int8DecodeStack
 from turbotts.model.layers import FusedLinear
 
@@ -221,7 +222,22 @@ def quantize_layers(gpt: GPT) -> None:
         mlp._gate_up = _take(mlp, ["gate_proj", "up_proj"])
         mlp._down = _take(mlp, ["down_proj"])
         attn.is_fused = mlp.is_fused = True
+    _tiles_to_huge_pages(gpt)
     gpt.fused_decode = Int8DecodeStack.build(gpt, reduce_range=REDUCE_RANGE)
+
+
+def _tiles_to_huge_pages(gpt: GPT) -> None:
+    """Put the layer stack's kernel tiles, in step order, into one huge-page buffer (see huge_pages)."""
+    linears = []
+    for layer in gpt.layers:
+        attn, mlp = cast(DecoderLayer, layer).self_attn, cast(DecoderLayer, layer).mlp
+        linears += [attn._qkv, attn._o, mlp._gate_up, mlp._down]
+    int8_linears = [linear for linear in linears if isinstance(linear, Int8Linear)]
+    tiles = [linear.tiles for linear in int8_linears if linear.tiles is not None]
+    if len(tiles) != len(linears):
+        return
+    for linear, view in zip(int8_linears, move_to_huge_pages(tiles), strict=True):
+        linear.tiles = view
 
 
 def is_quantized(module: nn.Module) -> bool:
