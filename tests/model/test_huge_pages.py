@@ -10,7 +10,7 @@ import torch
 from turbotts.config import GPTConfig
 from turbotts.model import int8_gemv
 from turbotts.model.gpt import GPT, DecoderLayer
-from turbotts.model.huge_pages import DISABLE_ENV, huge_page_bytes, move_to_huge_pages, thp_mode
+from turbotts.model.huge_pages import DISABLE_ENV, HugePageBuffer, huge_page_bytes, thp_mode
 from turbotts.model.quant import Int8Linear, quantize_layers
 
 HAS_THP = thp_mode() in ("always", "madvise")
@@ -25,13 +25,17 @@ def _tensors() -> list[torch.Tensor]:
     ]
 
 
+def _moved(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    buffer = HugePageBuffer.create(sum(t.nbytes for t in tensors))
+    assert buffer is not None
+    return [buffer.place(t) for t in tensors]
+
+
+@pytest.mark.skipif(not HAS_THP, reason="the kernel has transparent huge pages off")
 def test_tensors_move_into_one_buffer_in_order_with_their_values() -> None:
     tensors = _tensors()
     copies = [t.clone() for t in tensors]
-    views = move_to_huge_pages(tensors)
-    if not HAS_THP:
-        assert views is tensors
-        return
+    views = _moved(tensors)
     storage = views[0].untyped_storage().data_ptr()
     offset = 0
     for view, tensor, copy in zip(views, tensors, copies, strict=True):
@@ -43,17 +47,25 @@ def test_tensors_move_into_one_buffer_in_order_with_their_values() -> None:
 
 
 @pytest.mark.skipif(not HAS_THP, reason="the kernel has transparent huge pages off")
+def test_a_tensor_that_does_not_fit_is_refused() -> None:
+    buffer = HugePageBuffer.create(100)
+    assert buffer is not None
+    buffer.place(torch.zeros(60, dtype=torch.int8))
+    with pytest.raises(ValueError, match="fits in what is left"):
+        buffer.place(torch.zeros(60, dtype=torch.int8))
+
+
+@pytest.mark.skipif(not HAS_THP, reason="the kernel has transparent huge pages off")
 def test_the_buffer_is_backed_by_huge_pages_and_plain_memory_is_not() -> None:
     big = torch.randint(-127, 128, (16 * 2**20,), dtype=torch.int8)
-    (view,) = move_to_huge_pages([big])
+    (view,) = _moved([big])
     assert (huge_page_bytes(view) or 0) >= 8 * 2**20  # most of a 16 MiB buffer (its ends may not be aligned)
     assert huge_page_bytes(torch.ones(1000)) == 0  # madvise mode: the allocator's memory stays on 4 KiB pages
 
 
 def test_switched_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(DISABLE_ENV, "0")
-    tensors = _tensors()
-    assert move_to_huge_pages(tensors) is tensors
+    assert HugePageBuffer.create(2**20) is None
 
 
 def _tiles_of(gpt: GPT) -> list[torch.Tensor]:

@@ -38,38 +38,42 @@ def thp_mode() -> str | None:
     return chosen[0].strip("[]") if chosen else None
 
 
-def move_to_huge_pages(tensors: list[Tensor]) -> list[Tensor]:
-    """The same values in one huge-page buffer, as views in order; the inputs where that cannot be had.
+class HugePageBuffer:
+    """One anonymous mapping on huge pages that tensors are copied into, back to back.
 
-    The caller swaps its references for the views, so the old copies are freed one by one.
+    Callers swap each reference for its copy as they go (:meth:`place`), so at most one
+    old copy is alive beside the buffer: moving the 190 MB of tiles adds one matrix
+    to the peak, not the whole set.
     """
-    if os.environ.get(DISABLE_ENV, "1") == "0":
-        logger.info("weights stay on the allocator's pages (%s=0)", DISABLE_ENV)
-        return tensors
-    if thp_mode() not in ("always", "madvise") or not hasattr(mmap, "MADV_HUGEPAGE"):
-        logger.info("no transparent huge pages here: the int8 tiles stay on 4 KiB pages")
-        return tensors
-    if not tensors or any(t.device.type != "cpu" or not t.is_contiguous() for t in tensors):
-        return tensors
-    num_bytes = sum(t.nbytes for t in tensors)
-    # private and anonymous (shared anonymous memory is shmem, which THP leaves alone by default); the
-    # kernel backs the buffer's aligned 2 MiB spans with huge pages as they are first written
-    buffer = mmap.mmap(-1, num_bytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    buffer.madvise(mmap.MADV_HUGEPAGE)
-    arena = torch.frombuffer(buffer, dtype=torch.uint8)  # keeps the mapping alive while any view does
-    views = []
-    offset = 0
-    for tensor in tensors:
-        view = arena[offset : offset + tensor.nbytes].view(tensor.dtype).view(tensor.shape)
+
+    def __init__(self, num_bytes: int) -> None:
+        # private and anonymous (shared anonymous memory is shmem, which THP leaves alone by default); the
+        # kernel backs the buffer's aligned 2 MiB spans with huge pages as they are first written
+        mapping = mmap.mmap(-1, num_bytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        mapping.madvise(mmap.MADV_HUGEPAGE)
+        self.bytes = torch.frombuffer(mapping, dtype=torch.uint8)  # keeps the mapping alive while a view does
+        self._offset = 0
+
+    @classmethod
+    def create(cls, num_bytes: int) -> HugePageBuffer | None:
+        """A buffer of ``num_bytes``; None where huge pages are off or switched off (the reason logged)."""
+        if os.environ.get(DISABLE_ENV, "1") == "0":
+            logger.info("weights stay on the allocator's pages (%s=0)", DISABLE_ENV)
+            return None
+        if thp_mode() not in ("always", "madvise") or not hasattr(mmap, "MADV_HUGEPAGE"):
+            logger.info("no transparent huge pages here: the int8 tiles stay on 4 KiB pages")
+            return None
+        return cls(num_bytes)
+
+    def place(self, tensor: Tensor) -> Tensor:
+        """A copy of ``tensor`` (CPU, contiguous) in the next free bytes of the buffer."""
+        end = self._offset + tensor.nbytes
+        if end > self.bytes.numel() or tensor.device.type != "cpu" or not tensor.is_contiguous():
+            raise ValueError("HugePageBuffer.place: a contiguous CPU tensor that fits in what is left")
+        view = self.bytes[self._offset : end].view(tensor.dtype).view(tensor.shape)
         view.copy_(tensor)
-        views.append(view)
-        offset += tensor.nbytes
-    logger.info(
-        "int8 tiles on transparent huge pages: %.0f MiB asked, %.0f MiB granted",
-        num_bytes / 2**20,
-        (huge_page_bytes(arena) or 0) / 2**20,
-    )
-    return views
+        self._offset = end
+        return view
 
 
 def huge_page_bytes(tensor: Tensor) -> int | None:

@@ -31,6 +31,7 @@ audible.
 from __future__ import annotations
 
 import contextlib
+import logging
 import warnings
 from collections.abc import Iterator
 from typing import cast
@@ -45,9 +46,11 @@ from turbotts.model import int8_gemv, int8_prefill
 from turbotts.model.chattts import ChatTTSModules
 from turbotts.model.file_views import page_out
 from turbotts.model.gpt import GPT, DecoderLayer
-from turbotts.model.huge_pages import move_to_huge_pages
+from turbotts.model.huge_pages import HugePageBuffer, huge_page_bytes
 from turbotts.model.int8_decode import Int8DecodeStack
 from turbotts.model.layers import FusedLinear
+
+logger = logging.getLogger(__name__)
 
 INT8_MAX = 127
 
@@ -236,8 +239,18 @@ def _tiles_to_huge_pages(gpt: GPT) -> None:
     tiles = [linear.tiles for linear in int8_linears if linear.tiles is not None]
     if len(tiles) != len(linears):
         return
-    for linear, view in zip(int8_linears, move_to_huge_pages(tiles), strict=True):
-        linear.tiles = view
+    num_bytes = sum(tile.nbytes for tile in tiles)
+    del tiles  # each old copy is freed as its linear takes the new one
+    buffer = HugePageBuffer.create(num_bytes)
+    if buffer is None:
+        return
+    for linear in int8_linears:
+        linear.tiles = buffer.place(cast(Tensor, linear.tiles))
+    logger.info(
+        "int8 tiles on transparent huge pages: %.0f MiB, %.0f MiB of it granted",
+        num_bytes / 2**20,
+        (huge_page_bytes(buffer.bytes) or 0) / 2**20,
+    )
 
 
 def is_quantized(module: nn.Module) -> bool:
