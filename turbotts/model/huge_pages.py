@@ -2,9 +2,10 @@
 
 Why: a batch-1 int8 step reads its 190 MB of weight tiles once, front to back. On
 4 KiB pages that is ~47 thousand TLB misses a step, and the hardware prefetchers
-stop at every page boundary. On an AVX2-only AMD EPYC the 80 matmuls of a
-full-size step took 10.1-10.6 ms on 4 KiB pages and 8.1-8.9 ms on 2 MiB pages
-(median of 40 steps, four runs each), about a plain read of the same bytes.
+stop at every page boundary. On an AVX2-only AMD EPYC a standalone loop of the 80
+matmuls of a full-size step took 10.1-10.6 ms on 4 KiB pages and 8.1-8.9 ms on
+2 MiB pages; the real fused step, whose other work breaks the stream 100 times,
+gained less: 0.2-0.8 ms (about 4%) in 6 of 7 paired runs.
 The kernel asks for huge pages with ``madvise`` (the default THP mode);
 where the kernel says no, or ``TURBOTTS_HUGE_PAGES=0``, the weights stay where
 they were and nothing else changes.
