@@ -95,3 +95,15 @@ def test_l2_is_shared_and_redis_outages_never_fail_a_request(
         assert any("reachable again" in r.getMessage() for r in caplog.records)
         assert len(store.keys("tts:*")) >= 2  # new entries reach Redis again
         assert httpx.post(f"{url_b}{SPEECH}", json=_body("After the outage, text 2.")).headers["x-cache"] == "l2"
+
+
+def test_another_seed_or_voice_misses_the_cache(http: httpx.Client) -> None:
+    """A seeded request is cached under its seed and voice: changing either runs the model again."""
+    text = "The same words, spoken with other settings."
+    first = http.post(SPEECH, json=_body(text, voice="alloy"))
+    assert first.status_code == 200 and first.headers["x-cache"] == "miss"
+    assert http.post(SPEECH, json=_body(text, voice="alloy")).headers["x-cache"] == "l1"
+    for changed in ({"voice": "alloy", "seed": 12}, {"voice": "echo"}):
+        other = http.post(SPEECH, json=_body(text, **changed))
+        assert other.status_code == 200 and other.headers["x-cache"] == "miss", changed
+        assert other.content != first.content, changed
