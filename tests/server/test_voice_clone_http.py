@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -16,20 +17,24 @@ import soundfile as sf
 import soxr
 
 from tests.server.clips import CLIP_TEXT, RATE_HZ, clips_by_format, speech_24k, stereo_16k_wav, wav_bytes
-from tests.server.conftest import running_server
+from tests.server.conftest import MAX_NEW_TOKENS, running_server
 from tests.server.guards_util import SPEECH
+from turbotts import TTS, SamplingParams, SynthesisParams
 from turbotts.audio import clip_digest
 from turbotts.model.reference import encode_reference
 from turbotts.server.voices import VoiceStore
 from turbotts.sources import ModelSource, load_model
 
 MAX_CLIP_BYTES = 2 * 2**20
+SPOKEN = "Hello there, this is my voice."
+DUMMY = ModelSource(load_format="dummy", dummy_size="tiny")  # the weights the test server loads
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     tmp = tmp_path_factory.mktemp("clone")
-    with running_server(tmp, max_reference_bytes=MAX_CLIP_BYTES) as (url, _):
+    # no watermark: the audio is the engine's own, to compare with the Python API's sample for sample
+    with running_server(tmp, max_reference_bytes=MAX_CLIP_BYTES, watermark=False) as (url, _):
         yield url, tmp / "voices.sqlite3"
 
 
@@ -53,7 +58,7 @@ def _upload(http: httpx.Client, name: str, audio: bytes | None, transcript: str 
 
 
 def _wav(http: httpx.Client, voice: str) -> np.ndarray:
-    body = {"input": "Hello there, this is my voice.", "voice": voice, "response_format": "wav", "seed": 3}
+    body = {"input": SPOKEN, "voice": voice, "response_format": "wav", "seed": 3}
     response = http.post(SPEECH, json=body)
     assert response.status_code == 200, response.text
     samples, rate = sf.read(io.BytesIO(response.content), dtype="float32")
@@ -75,6 +80,36 @@ def test_every_format_clones_and_speaks(http: httpx.Client, server: tuple[str, P
     assert {f"clip-{fmt}" for fmt in clips} <= set(listed) - listed_before
     assert listed["clip-m4a"]["kind"] == "reference"
     assert not np.array_equal(_wav(http, "clip-wav-16k-stereo"), _wav(http, "alloy"))
+
+
+def _flac_int16(http: httpx.Client, voice: str) -> np.ndarray:
+    """SPOKEN in ``voice`` as 16-bit samples; flac is made whole, decoded once as the Python API decodes."""
+    body = {"input": SPOKEN, "voice": voice, "response_format": "flac", "seed": 3}
+    response = http.post(SPEECH, json=body)
+    assert response.status_code == 200, response.text
+    samples, rate = sf.read(io.BytesIO(response.content), dtype="int16")
+    assert rate == RATE_HZ
+    return np.asarray(samples)
+
+
+def _int16(audio: np.ndarray) -> np.ndarray:
+    return np.round(np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16)  # as the server's encoder rounds
+
+
+def test_a_cloned_voice_speaks_as_the_engine_does_with_the_clip(http: httpx.Client) -> None:
+    """Over HTTP a cloned voice is the Python API's synthesis with that clip as its reference, sample for sample."""
+    audio = stereo_16k_wav(_speech())
+    assert _upload(http, "engine-clip", audio).status_code == 201
+    tts = TTS.load(DUMMY, dtype="fp32")
+    reference = tts.reference_from_clip(audio, CLIP_TEXT)
+    params = SynthesisParams(
+        code=SamplingParams(max_new_tokens=MAX_NEW_TOKENS), reference=reference, seed=3, refine_text=False
+    )
+    cloned, without = (_int16(tts.synthesize(SPOKEN, p)[0]) for p in (params, replace(params, reference=None)))
+    assert cloned.shape != without.shape or not np.array_equal(cloned, without)  # the clip changes this synthesis
+    over_http = _flac_int16(http, "engine-clip")
+    assert over_http.shape == cloned.shape and np.array_equal(over_http, cloned), "the server ignored the clip"
+    assert not np.array_equal(over_http, _flac_int16(http, "alloy"))
 
 
 def test_stored_string_is_the_clip_encoded_at_24k_mono(http: httpx.Client, server: tuple[str, Path]) -> None:
@@ -145,13 +180,14 @@ BAD_CASES = (
 @pytest.mark.parametrize("case", BAD_CASES)
 def test_bad_clips_get_a_clear_4xx(http: httpx.Client, case: str) -> None:
     audio, transcript, status, code = _bad_cases()[case]
+    listed = http.get("/v1/voices").json()["data"]
     response = _upload(http, "bad-clip", audio, transcript)
     assert response.status_code == status, (case, response.text)
     error = response.json()["error"]
     assert error["code"] == code and error["message"], (case, error)
     if status == 400 and code == "invalid_reference_audio":
         assert error["param"] == "audio"
-    assert http.get("/v1/voices").json()["data"][-1]["name"] != "bad-clip"
+    assert http.get("/v1/voices").json()["data"] == listed  # nothing was saved, under any name
 
 
 def test_bad_names_and_duplicates(http: httpx.Client) -> None:

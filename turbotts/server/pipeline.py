@@ -195,14 +195,12 @@ class SegmentPipeline:
                     if (pcm := post.pause(segment.duration_ms)).size:
                         yield pcm
                     continue
-                started.append(segment)
-                try:
-                    async for pcm in self._segment_audio(segment, post):
-                        yield pcm
-                finally:
-                    started.remove(segment)
-                    slots.release()
-                    self._count_in_flight(-1)
+                started.append(segment)  # until all its audio is sent: a stream closed sooner cancels it in _stop
+                async for pcm in self._segment_audio(segment, post):
+                    yield pcm
+                started.remove(segment)
+                slots.release()
+                self._count_in_flight(-1)
             if (tail := post.finish()).size:
                 yield tail
             if self.tally.num_segments == 0 and self._last_error is not None:
