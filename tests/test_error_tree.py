@@ -3,6 +3,8 @@ is the one server/errors.py answers."""
 
 from __future__ import annotations
 
+import ast
+import builtins
 import inspect
 import re
 from pathlib import Path
@@ -41,11 +43,58 @@ def test_every_error_class_is_in_the_tree() -> None:
             assert re.search(rf"\b{name}\b", tree), f"{name} is missing from the tree drawn in errors.py"
 
 
-def test_no_exception_class_is_defined_outside_errors_py() -> None:
-    defined_elsewhere = [
-        f"{path.relative_to(PACKAGE.parent)}: {match}"
-        for path in PACKAGE.rglob("*.py")
-        if path.name != "errors.py" or path.parent != PACKAGE
-        for match in re.findall(r"^class (\w+)\((?:\w+Error|Exception)\b", path.read_text(encoding="utf-8"), re.M)
+def _base_name(base: ast.expr) -> str:
+    """The class a base names, without its module: ``errors.VoiceError`` and ``VoiceError`` are ``VoiceError``."""
+    if isinstance(base, ast.Subscript):  # Generic[T]
+        base = base.value
+    if isinstance(base, ast.Attribute):
+        return base.attr
+    return base.id if isinstance(base, ast.Name) else ""
+
+
+def _exception_classes(sources: dict[str, str]) -> list[str]:
+    """``where: name`` of each class in ``sources`` that derives, through any of its bases, from an exception:
+    a builtin one, one of turbotts.errors, a third-party ``*Error``/``*Exception``, or another class found here."""
+    classes = [
+        (f"{where}: {node.name}", node.name, {_base_name(b) for b in node.bases})
+        for where, source in sources.items()
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ClassDef)
     ]
-    assert defined_elsewhere == []
+    known = {name for name, cls in vars(builtins).items() if isinstance(cls, type) and issubclass(cls, BaseException)}
+    known |= {
+        name for name, cls in inspect.getmembers(errors_module, inspect.isclass) if issubclass(cls, BaseException)
+    }
+    found: list[str] = []
+    while new := [
+        (where, name)
+        for where, name, bases in classes
+        if where not in found and any(b in known or b.endswith(("Error", "Exception")) for b in bases)
+    ]:
+        found += [where for where, _ in new]
+        known |= {name for _, name in new}
+    return sorted(found)
+
+
+def test_no_exception_class_is_defined_outside_errors_py() -> None:
+    sources = {
+        str(path.relative_to(PACKAGE.parent)): path.read_text(encoding="utf-8")
+        for path in PACKAGE.rglob("*.py")
+        if path != PACKAGE / "errors.py"
+    }
+    assert _exception_classes(sources) == []
+
+
+def test_the_check_reads_every_base() -> None:
+    source = """
+class Dotted(errors.VoiceError): ...
+class Later(Generic[T], TurboTTSError): ...
+class Builtin(RuntimeError): ...
+class ThirdParty(httpx.HTTPError): ...
+class Indirect(Later): ...
+class Plain(Base, Protocol): ...
+"""
+    found = _exception_classes({"m.py": source, "n.py": "class Elsewhere(m.Indirect): ...\n"})
+    assert found == [f"m.py: {name}" for name in ("Builtin", "Dotted", "Indirect", "Later", "ThirdParty")] + [
+        "n.py: Elsewhere"
+    ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "turbotts"
@@ -51,17 +52,36 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The module ``from <node.module> import ...`` names, written in ``module``: ``..server`` read from
+    ``turbotts.model.gpt`` is ``turbotts.server``."""
+    if node.level == 0:
+        return node.module or ""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _imports(source: str, module: str, is_package: bool, modules: Collection[str]) -> set[str]:
+    """The turbotts modules ``source`` imports, relative imports and function-level ones included."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            imported = _absolute(node, module, is_package)
+            if imported == "turbotts" or imported.startswith("turbotts."):
+                for alias in node.names:
+                    target = f"{imported}.{alias.name}"
+                    found.add(target if target in modules else imported)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in modules)
+    return found
+
+
 def _import_graph() -> dict[str, set[str]]:
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = defaultdict(set)
     for name, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("turbotts"):
-                for alias in node.names:
-                    target = f"{node.module}.{alias.name}"
-                    graph[name].add(target if target in modules else str(node.module))
-            elif isinstance(node, ast.Import):
-                graph[name].update(a.name for a in node.names if a.name in modules)
+        graph[name] = _imports(path.read_text(encoding="utf-8"), name, path.name == "__init__.py", modules)
     return graph
 
 
@@ -78,6 +98,15 @@ def test_every_layer_imports_only_layers_below_it() -> None:
         if _layer(target) != _layer(source) and _layer(target) not in ALLOWED[_layer(source)]
     )
     assert wrong == []
+
+
+def test_relative_imports_are_read_as_the_modules_they_name() -> None:
+    modules = {"turbotts.server", "turbotts.server.app", "turbotts.model", "turbotts.model.gpt", "turbotts.errors"}
+    lazy = "def build():\n    from ..server import app\n    from .. import errors\n    from . import gpt\n"
+    assert _imports(lazy, "turbotts.model.layers", False, modules) == {
+        "turbotts.server.app", "turbotts.errors", "turbotts.model.gpt"
+    }  # fmt: skip
+    assert _imports("from .gpt import GPT\n", "turbotts.model", True, modules) == {"turbotts.model.gpt"}
 
 
 def test_every_module_belongs_to_a_known_layer() -> None:

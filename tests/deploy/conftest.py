@@ -1,4 +1,6 @@
-"""One real tiny-model server with the quality monitor on, scraped after some traffic, for the deploy tests."""
+"""The series the server declares (what the dashboards and rules are checked against), and one real
+tiny-model server with the quality monitor on, scraped after some traffic, to show the declarations are
+what a server exports."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from tests.deploy.exported import Exported
+from tests.deploy.exported import PENDING_METRICS, Exported, with_recording_rules
 from tests.server.conftest import running_server
 from turbotts.cli import app
 
@@ -24,7 +26,13 @@ def _write_baseline(path: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Exported:
+def series() -> Exported:
+    """Every series the server declares or the rule file records, with its labels (a pending metric's: unknown)."""
+    return with_recording_rules(Exported.declared()).with_series(dict.fromkeys(PENDING_METRICS))
+
+
+@pytest.fixture(scope="session")
+def scraped(tmp_path_factory: pytest.TempPathFactory) -> Exported:
     """/metrics of a server that has served a stream, refused bad input and measured a quality round."""
     tmp = tmp_path_factory.mktemp("deploy")
     _write_baseline(tmp / "baseline.npz")

@@ -1,70 +1,334 @@
-"""What a real server exports on /metrics, and the metric names and label matchers a PromQL expression uses.
+"""What the server exports on /metrics, and a PromQL reader that checks an expression against it.
 
-The dashboard and the alert rules are checked against a scrape, not a list kept by hand: a metric
-renamed in ``turbotts/server/metrics.py`` breaks these tests instead of a panel going blank.
+The series and their label names come from the metric declarations (the registry of
+``turbotts/server/metrics.py``), not from a scrape: a counter that has not fired (rate limits,
+admission rejections, Redis outages) has no sample to show its labels, yet they are fixed when it is
+declared. The reader checks the metric names, the label matchers, the labels an expression groups by
+(``by``/``without``), matches on (``on``/``ignoring``/``group_left``) or reads (``label_replace``), each
+against the labels the series under it carry: a renamed metric or label breaks these tests instead of a
+panel going blank.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.deploy.promtool import ALERTS
+from turbotts.cache.tiered import TieredCacheStats
+from turbotts.server.metrics import GuardStats, Metrics
 
-#: Exported by another change in flight (issue 13 part 2); the dashboard may use it before it lands.
-PENDING_METRICS = frozenset({"turbotts_realtime_capacity_streams"})
-#: Labels Prometheus adds at scrape time, and the histogram bucket bound.
+#: Metrics another change in flight will export, that a dashboard may use first (their labels are not known).
+PENDING_METRICS: frozenset[str] = frozenset()
+#: Labels Prometheus adds at scrape time.
 SCRAPE_LABELS = frozenset({"job", "instance"})
-_SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_count", "_sum", "_created"),
-             "gauge": ("",), "summary": ("_count", "_sum", "_created"), "info": ("_info",)}  # fmt: skip
+#: The series of each metric type (as PromQL sees them), with the labels each adds.
+_SERIES: dict[str, dict[str, tuple[str, ...]]] = {
+    "counter": {"_total": (), "_created": ()}, "gauge": {"": ()}, "info": {"_info": ()},
+    "histogram": {"_bucket": ("le",), "_count": (), "_sum": (), "_created": ()},
+    "summary": {"": ("quantile",), "_count": (), "_sum": (), "_created": ()},
+}  # fmt: skip
 _NAME = re.compile(r"\bturbotts[a-z0-9_:]*")
-_SELECTOR = re.compile(r"\b(turbotts[a-z0-9_:]*)\{([^}]*)\}")
-_MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)\s*\"")
+
+Labels = frozenset[str] | None  # the label names of an expression's series; None: not known
 
 
-@dataclass
+@dataclass(frozen=True)
 class Exported:
-    """Series names (as PromQL sees them) and the label names seen on each."""
+    """Series names (as PromQL sees them) and the label names each may carry (None: not known)."""
 
-    labels: dict[str, set[str]] = field(default_factory=dict)
+    labels: Mapping[str, Labels]
+
+    @classmethod
+    def declared(cls) -> Exported:
+        """Every series the server's metrics registry declares, whether or not it has a sample yet, with the
+        labels it is declared with and those Prometheus adds when it scrapes."""
+        metrics = Metrics()
+        metrics.guards.source = lambda: GuardStats(TieredCacheStats(0, 0, 0, 0, 0, 0, 0), 0, 0)
+        wrapped = {m._name: m._labelnames for m in vars(metrics).values() if isinstance(m, MetricWrapperBase)}
+        labels: dict[str, frozenset[str]] = {}
+        for family in metrics.registry.collect():
+            names = set(wrapped.get(family.name, getattr(family, "_labelnames", ())))
+            for suffix, extra in _SERIES.get(family.type, {"": ()}).items():
+                labels[family.name + suffix] = frozenset(names.union(extra, SCRAPE_LABELS))
+            for sample in family.samples:
+                labels[sample.name] = labels.get(sample.name, frozenset()) | set(sample.labels)
+        return cls(labels)
 
     @classmethod
     def parse(cls, text: str) -> Exported:
-        exported = cls()
+        """The series of one exposition (a scrape) and the labels its samples carry."""
+        labels: dict[str, frozenset[str]] = {}
         for family in text_string_to_metric_families(text):
-            for suffix in _SUFFIXES.get(family.type, ("",)):
-                exported.labels.setdefault(family.name + suffix, set())
             for sample in family.samples:
-                exported.labels.setdefault(sample.name, set()).update(sample.labels)
-        return exported
+                labels[sample.name] = labels.get(sample.name, frozenset()) | set(sample.labels)
+        return cls(labels)
+
+    def with_series(self, more: Mapping[str, Labels]) -> Exported:
+        return Exported({**self.labels, **more})
+
+    def with_labels(self, added: Iterable[str]) -> Exported:
+        """Every series also labelled ``added`` (the fleet endpoint labels each sample with its replica)."""
+        return Exported({name: None if have is None else have | set(added) for name, have in self.labels.items()})
 
 
-def recording_rules(path: Path = ALERTS) -> set[str]:
-    """Names recorded by the rule file (the dashboard may plot them)."""
-    groups = yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]
-    return {rule["record"] for group in groups for rule in group["rules"] if "record" in rule}
+def with_recording_rules(exported: Exported, path: Path = ALERTS) -> Exported:
+    """``exported`` and the series recorded by the rule file, each with the labels its expression keeps."""
+    labels = dict(exported.labels)
+    for group in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]:
+        for rule in group["rules"]:
+            if "record" in rule:
+                labels[rule["record"]] = labels_of(rule["expr"], Exported(labels))
+    return Exported(labels)
 
 
 def metric_names(expr: str) -> set[str]:
     return set(_NAME.findall(expr))
 
 
-def selector_labels(expr: str) -> list[tuple[str, str]]:
-    """(metric, label) for every label matcher written in a selector's braces."""
-    return [(name, label) for name, body in _SELECTOR.findall(expr) for label in _MATCHER.findall(body)]
+def labels_of(expr: str, exported: Exported) -> Labels:
+    """The label names the series of ``expr`` may carry (what a legend or an alert's ``$labels`` can show)."""
+    return _Reader(expr, exported).read().labels
 
 
-def problems(expr: str, exported: Exported, allowed: set[str]) -> list[str]:
-    """What in ``expr`` the server does not export: unknown metrics, labels no sample of that metric has."""
-    found = [f"{name} is not exported" for name in sorted(metric_names(expr) - set(exported.labels) - allowed)]
+def problems(expr: str, exported: Exported) -> list[str]:
+    """What in ``expr`` the server does not export: unknown metrics, or labels no series under them has.
+
+    Grafana's ``label_values(selector, label)`` (a variable's query) is read as the selector and a label of it.
+    """
+    if match := re.fullmatch(r"\s*label_values\((.*),\s*(\w+)\s*\)\s*", expr, re.DOTALL):
+        expr, label = match.groups()
+        reader = _Reader(expr, exported)
+        reader.need([label], reader.read().labels, "label_values")
+    else:
+        reader = _Reader(expr, exported)
+        reader.read()
     if not metric_names(expr):
-        found.append("no turbotts metric in the expression")
-    for name, label in selector_labels(expr):
-        seen = exported.labels.get(name)
-        if seen and label not in seen | SCRAPE_LABELS:
-            found.append(f"{name} has no label {label!r} (it has {sorted(seen)})")
-    return found
+        reader.problems.append("no turbotts metric in the expression")
+    return reader.problems
+
+
+_TOKEN = re.compile(
+    r"""(?P<space>\s+|\#[^\n]*)
+      | (?P<string>"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|`[^`]*`)
+      | (?P<range>\[[^\]]*\])
+      | (?P<number>0[xX][0-9a-fA-F]+|(?:\d+(?:ms|[smhdwy]))+(?![\w.])|\d*\.?\d+(?:[eE][+-]?\d+)?|\$\{?\w+\}?)
+      | (?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)
+      | (?P<op>==|!=|>=|<=|=~|!~|[-+*/%^<>=(){},@])""",
+    re.VERBOSE,
+)
+_PRECEDENCE = {"or": 1, "and": 2, "unless": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
+               "+": 4, "-": 4, "*": 5, "/": 5, "%": 5, "atan2": 5, "^": 6}  # fmt: skip
+_AGGREGATIONS = {"sum", "avg", "min", "max", "count", "group", "stddev", "stdvar", "topk", "bottomk", "quantile",
+                 "count_values", "limitk", "limit_ratio"}  # fmt: skip
+_KEEP_ALL = {"topk", "bottomk", "limitk", "limit_ratio"}  # the grouping picks series; each keeps its labels
+_SCALAR_FUNCTIONS = {"time", "pi", "scalar"}
+
+
+def _tokens(expr: str) -> list[tuple[str | None, str]]:
+    tokens = []
+    pos = 0
+    while pos < len(expr):
+        if (match := _TOKEN.match(expr, pos)) is None:
+            raise ValueError(f"cannot read PromQL at {expr[pos : pos + 20]!r}")
+        if match.lastgroup != "space":
+            tokens.append((match.lastgroup, match.group()))
+        pos = match.end()
+    return tokens
+
+
+@dataclass(frozen=True)
+class _Value:
+    labels: Labels
+    is_scalar: bool = False
+    text: str | None = None  # a string literal's value
+
+
+def _union(a: Labels, b: Iterable[str] | None) -> Labels:
+    return None if a is None or b is None else a | set(b)
+
+
+class _Reader:
+    """A recursive-descent PromQL reader that yields the labels of each subexpression and notes each problem."""
+
+    def __init__(self, expr: str, exported: Exported) -> None:
+        self.tokens = _tokens(expr)
+        self.exported = exported
+        self.pos = 0
+        self.problems: list[str] = []
+
+    def read(self) -> _Value:
+        value = self.expr(1)
+        if self.pos != len(self.tokens):
+            raise ValueError(f"unexpected {self.peek()!r} in PromQL")
+        return value
+
+    def peek(self) -> str:
+        return self.tokens[self.pos][1] if self.pos < len(self.tokens) else ""
+
+    def take(self, expected: str | None = None) -> tuple[str | None, str]:
+        if self.pos == len(self.tokens) or (expected is not None and self.peek() != expected):
+            raise ValueError(f"expected {expected or 'more'!r} in PromQL, found {self.peek()!r}")
+        self.pos += 1
+        return self.tokens[self.pos - 1]
+
+    def need(self, wanted: Iterable[str], have: Labels, where: str) -> None:
+        if have is not None:
+            self.problems += [f"{where}: no series has label {x!r} (they have {sorted(have)})" for x in wanted
+                              if x not in have]  # fmt: skip
+
+    def label_list(self) -> list[str]:
+        self.take("(")
+        names = []
+        while self.peek() != ")":
+            names.append(self.take()[1])
+            if self.peek() == ",":
+                self.take()
+        self.take(")")
+        return names
+
+    def expr(self, min_precedence: int) -> _Value:
+        left = self.unary()
+        while (op := self.peek()) in _PRECEDENCE and _PRECEDENCE[op] >= min_precedence:
+            self.take()
+            if self.peek() == "bool":
+                self.take()
+            on = ignoring = group = None
+            if self.peek() in ("on", "ignoring"):
+                on, ignoring = (self.label_list(), None) if self.take()[1] == "on" else (None, self.label_list())
+            if self.peek() in ("group_left", "group_right"):
+                side = self.take()[1]
+                group = (side, self.label_list() if self.peek() == "(" else [])
+            right = self.expr(_PRECEDENCE[op] + (op != "^"))
+            left = self.binary(op, left, right, on, ignoring, group)
+        return left
+
+    def binary(self, op: str, left: _Value, right: _Value, on: list[str] | None, ignoring: list[str] | None,
+               group: tuple[str, list[str]] | None) -> _Value:  # fmt: skip
+        if left.is_scalar or right.is_scalar:
+            return right if left.is_scalar else left
+        for name in on or ():
+            self.need([name], left.labels, f"on ({name}), left side")
+            self.need([name], right.labels, f"on ({name}), right side")
+        self.need(ignoring or (), _union(left.labels, right.labels), "ignoring")
+        if op == "or":
+            return _Value(_union(left.labels, right.labels))
+        if group is not None:
+            keep, other = (left, right) if group[0] == "group_left" else (right, left)
+            self.need(group[1], other.labels, group[0])
+            return _Value(_union(keep.labels, group[1]))
+        if on is not None and op not in ("and", "unless"):
+            return _Value(frozenset(on))
+        return _Value(None if left.labels is None else left.labels - set(ignoring or ()))
+
+    def unary(self) -> _Value:
+        if self.peek() in ("-", "+"):
+            self.take()
+            return self.unary()
+        return self.postfix(self.primary())
+
+    def postfix(self, value: _Value) -> _Value:
+        while True:
+            kind, text = self.tokens[self.pos] if self.pos < len(self.tokens) else (None, "")
+            if kind == "range":  # a range or a subquery: the same series
+                self.take()
+            elif text in ("offset", "@"):
+                self.take()
+                if self.peek() == "-":
+                    self.take()
+                if self.take()[1] in ("start", "end"):
+                    self.take("(")
+                    self.take(")")
+            else:
+                return value
+
+    def primary(self) -> _Value:
+        kind, text = self.take()
+        if kind == "number":
+            return _Value(frozenset(), is_scalar=True)
+        if kind == "string":
+            return _Value(frozenset(), is_scalar=True, text=text[1:-1])
+        if text == "(":
+            value = self.expr(1)
+            self.take(")")
+            return value
+        if text == "{":
+            self.pos -= 1
+            return self.selector(None)
+        if kind != "name":
+            raise ValueError(f"unexpected {text!r} in PromQL")
+        if text in _AGGREGATIONS:
+            return self.aggregation(text)
+        if self.peek() == "(":
+            return self.call(text)
+        return self.selector(text)
+
+    def selector(self, name: str | None) -> _Value:
+        labels: Labels = None
+        if name is not None and name.startswith("turbotts"):
+            if name not in self.exported.labels:
+                self.problems.append(f"{name} is not exported")
+            else:
+                labels = self.exported.labels[name]
+        if self.peek() == "{":
+            self.take()
+            while self.peek() != "}":
+                label = self.take()[1]
+                self.take()  # the match operator
+                self.take()  # the value
+                if labels is not None and label not in labels and label != "__name__":
+                    self.problems.append(f"{name} has no label {label!r} (it has {sorted(labels)})")
+                if self.peek() == ",":
+                    self.take()
+            self.take("}")
+        return _Value(labels)
+
+    def arguments(self) -> list[_Value]:
+        self.take("(")
+        values = []
+        while self.peek() != ")":
+            values.append(self.expr(1))
+            if self.peek() == ",":
+                self.take()
+        self.take(")")
+        return values
+
+    def aggregation(self, op: str) -> _Value:
+        grouping = (self.take()[1], self.label_list()) if self.peek() in ("by", "without") else None
+        arguments = self.arguments()
+        if grouping is None and self.peek() in ("by", "without"):
+            grouping = (self.take()[1], self.label_list())
+        inner = arguments[-1].labels
+        way, names = grouping or ("by", [])
+        self.need(names, inner, f"{op} {way} ({', '.join(names)})")
+        if op in _KEEP_ALL:
+            return _Value(inner)
+        kept = frozenset(names) if way == "by" else None if inner is None else inner - set(names)
+        if op == "count_values":
+            return _Value(_union(kept, [arguments[0].text or ""]))
+        return _Value(kept)
+
+    def call(self, function: str) -> _Value:
+        arguments = self.arguments()
+        if function in _SCALAR_FUNCTIONS:
+            return _Value(frozenset(), is_scalar=True)
+        if function == "vector":
+            return _Value(frozenset())
+        vector = next((a for a in arguments if not a.is_scalar), _Value(frozenset()))
+        if function == "histogram_quantile":
+            self.need(["le"], vector.labels, "histogram_quantile")
+            return _Value(None if vector.labels is None else vector.labels - {"le"})
+        if function in ("label_replace", "label_join"):
+            texts = [a.text or "" for a in arguments[1:]]
+            sources = [texts[2]] if function == "label_replace" else texts[2:]
+            self.need([s for s in sources if s], vector.labels, function)
+            return _Value(_union(vector.labels, texts[:1]))
+        if function in ("absent", "absent_over_time"):
+            return _Value(None)
+        return vector

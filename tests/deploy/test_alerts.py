@@ -3,9 +3,12 @@ against metrics the server exports."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import yaml
 
-from tests.deploy.exported import Exported, problems, recording_rules
+from tests.deploy.exported import Exported, labels_of, problems
 from tests.deploy.promtool import ALERTS, ALERTS_TEST, alert_fires, promtool
 
 
@@ -32,14 +35,59 @@ def test_every_alert_has_a_unit_test_that_fires_it() -> None:
     assert alerts and alerts == fired
 
 
-def test_rules_use_only_exported_metrics_and_labels(exported: Exported) -> None:
-    rules = [r for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]]
-    wrong = [
-        f"{rule.get('alert') or rule.get('record')}: {problem}"
-        for rule in rules
-        for problem in problems(rule["expr"], exported, recording_rules())
+def _rules(text: str | None = None) -> list[dict[str, Any]]:
+    groups = yaml.safe_load(ALERTS.read_text(encoding="utf-8") if text is None else text)["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def _problems(rules: list[dict[str, Any]], series: Exported) -> list[str]:
+    return [f"{rule.get('alert') or rule.get('record')}: {p}" for rule in rules for p in problems(rule["expr"], series)]
+
+
+def _annotation_problems(rules: list[dict[str, Any]], series: Exported) -> list[str]:
+    """Alerts whose summary or description shows a ``$labels.x`` that their expression does not keep."""
+    wrong = []
+    for rule in (r for r in rules if "alert" in r):
+        wanted = set(re.findall(r"\$labels\.(\w+)", " ".join(rule.get("annotations", {}).values())))
+        kept = labels_of(rule["expr"], series)
+        if kept is not None and wanted - kept:
+            wrong.append(f"{rule['alert']}: {sorted(wanted - kept)} not in {sorted(kept)}")
+    return wrong
+
+
+def test_rules_use_only_exported_metrics_and_labels(series: Exported) -> None:
+    assert _problems(_rules(), series) == []
+
+
+def test_alert_annotations_name_only_labels_their_rule_keeps(series: Exported) -> None:
+    assert _annotation_problems(_rules(), series) == []
+
+
+def test_the_check_catches_wrong_labels_groupings_and_annotations(series: Exported) -> None:
+    """Admission rejections and Redis outages have no sample in a quiet server's scrape; their labels still count."""
+    text = ALERTS.read_text(encoding="utf-8")
+    for old, new in (
+        ("turbotts_admission_rejections_total[5m]", 'turbotts_admission_rejections_total{cause="queue"}[5m]'),
+        (
+            "sum by (job, instance) (increase(turbotts_redis_outages_total",
+            "sum by (job, replica) (increase(turbotts_redis_outages_total",
+        ),
+        ("avg without (sentence)", "avg without (sentence, instance)"),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    found = _problems(_rules(text), series)
+    assert any(
+        p.startswith("TurboTTSAdmissionRejections: turbotts_admission_rejections_total has no label 'cause'")
+        for p in found
+    ), found
+    assert any(
+        p.startswith("TurboTTSRedisOutage: sum by (job, replica): no series has label 'replica'") for p in found
+    ), found
+    assert _annotation_problems(_rules(text), series) == [
+        "TurboTTSRedisOutage: ['instance'] not in ['job', 'replica']",
+        "TurboTTSQualityDrift: ['instance'] not in ['job']",
     ]
-    assert wrong == []
 
 
 def test_503_load_shedding_is_not_a_server_error_page() -> None:

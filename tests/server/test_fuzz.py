@@ -1,10 +1,14 @@
 """Fuzz every HTTP operation from the server's own OpenAPI schema: user input never causes a 5xx.
 
-schemathesis generates the cases from ``/openapi.json`` (its pytest plugin does not
-run under pytest 9, so hypothesis drives each operation's strategy directly):
-schema-valid cases (positive mode) must mostly succeed, and invalid ones
-(negative mode: wrong types, values out of range, missing or extra fields) must
-get a 4xx whose JSON body names the problem.
+schemathesis generates the cases from ``/openapi.json`` (its pytest plugin does not run under
+pytest 9, so hypothesis drives each operation's strategy directly).
+
+Schema-valid cases (positive mode) never get a 5xx, each 4xx has a JSON body naming the problem,
+and at least one speech request is synthesized (a 200). Most are refused, rightly: the schema
+cannot say which model names exist or that the text must hold something speakable (in six runs
+of 25 cases, 2 to 8 answered 200, nearly all the rest a 404 for an unknown model or a 400 for
+empty or unspeakable text). Invalid cases (negative mode: wrong types, values out of range, missing or
+extra fields) get a 4xx whose JSON body names the problem.
 """
 
 from __future__ import annotations
