@@ -70,6 +70,39 @@ def test_format_fingerprint_and_extra_change_the_key() -> None:
     assert key_of(extra={"speed": 1.25}) == key_of(extra={"speed": 1.25})
 
 
+def test_the_format_is_case_blind_and_the_order_of_extra_fields_does_not_matter() -> None:
+    assert key_of(response_format="WAV") == key_of(response_format="wav")
+    in_one_order, in_another = {"speed": 1.25, "sample_rate_hz": 24000}, {"sample_rate_hz": 24000, "speed": 1.25}
+    assert key_of(extra=in_one_order) == key_of(extra=in_another)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_non_finite_extra_is_refused_rather_than_hashed(value: float) -> None:
+    with pytest.raises(ValueError):
+        key_of(extra={"speed": value})
+
+
+# Replicas of two releases share one Redis during a rolling upgrade: a key layout that changes silently makes
+# every stored clip a miss. If this fails on purpose (a new layout, a new SynthesisParams field or default),
+# bump KEY_SCHEMA_VERSION for a layout change and update both pins.
+PINNED_DOCUMENT = (
+    '{"extra":{"sample_rate_hz":24000,"speed":1.25},"format":"wav","model":"ckpt-abc","params":{"code":'
+    '{"greedy":false,"ignore_eos":false,"max_new_tokens":2048,"min_new_tokens":0,"repetition_penalty":1.05,'
+    '"temperature":0.3,"top_k":20,"top_p":0.7},"normalize_text":true,"prompt":"[speed_5]","reference":null,'
+    '"refine":{"greedy":false,"ignore_eos":false,"max_new_tokens":384,"min_new_tokens":0,"repetition_penalty":1.0,'
+    '"temperature":0.7,"top_k":20,"top_p":0.7},"refine_prompt":"","refine_text":true,"seed":42,"use_decoder":true,'
+    '"voice":null,"voice_seed":null},"text":"Caf\u00e9 au lait","v":1}'
+)
+PINNED_KEY = "af8b27e2b501f08c4c3e9f2577270c9740d46235ee2020ef7b9ead243855cb88"
+
+
+def test_the_key_layout_is_pinned_across_releases() -> None:
+    extra = {"speed": 1.25, "sample_rate_hz": 24000}
+    options: dict = {"response_format": "WAV", "model_fingerprint": "ckpt-abc", "extra": extra}
+    assert canonical_request_json("Caf\u00e9  au lait", BASE, **options) == PINNED_DOCUMENT
+    assert cache_key("Caf\u00e9  au lait", BASE, **options) == PINNED_KEY
+
+
 def test_canonical_json_holds_every_params_field() -> None:
     """A field added to SynthesisParams later is in the key without touching keys.py."""
     document = json.loads(canonical_request_json("x", BASE, response_format="wav", model_fingerprint="m"))

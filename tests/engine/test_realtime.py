@@ -23,8 +23,8 @@ REAL_TIME = 24000 / 512  # code frames per second at 24 kHz: 46.875
 
 
 def policy(**kwargs: object) -> RealtimePolicy:
-    settings: dict[str, object] = {"margin": 0.2, "max_batch_size": 16, **kwargs}
-    return RealtimePolicy(RealtimeConfig(frames_per_s=REAL_TIME, **settings))  # type: ignore[arg-type]
+    settings: dict[str, object] = {"frames_per_s": REAL_TIME, "margin": 0.2, "max_batch_size": 16, **kwargs}
+    return RealtimePolicy(RealtimeConfig(**settings))  # type: ignore[arg-type]
 
 
 def test_the_capacity_is_the_largest_batch_whose_steps_keep_real_time_plus_margin() -> None:
@@ -41,6 +41,14 @@ def test_the_capacity_is_the_largest_batch_whose_steps_keep_real_time_plus_margi
     for _ in range(30):
         rt.observe_step(2, 0.030)
     assert rt.capacity == 1  # sustained: batch 2 is no longer real time
+
+
+def test_unmeasured_sizes_take_the_neighbouring_measured_ones() -> None:
+    rt = policy()
+    for batch, step_s in ((2, 0.010), (3, 0.012), (4, 0.014), (6, 0.030)):
+        rt.observe_step(batch, step_s)
+    assert rt.step_s(1) == pytest.approx(0.010)  # below every measured size: the smallest one's time
+    assert rt.step_s(5) == pytest.approx(0.022)  # on the line through the two nearest sizes, 4 and 6
 
 
 def test_larger_batches_are_extrapolated_on_the_safe_side() -> None:
@@ -71,6 +79,23 @@ def test_cold_first_steps_fade_at_once_and_a_stale_pessimistic_size_is_probed_ag
     assert rt.step_s_by_batch == {1: pytest.approx(rt.step_s(1)), 2: 0.040}  # reports keep every mean
 
 
+def test_a_size_unseen_for_exactly_stale_after_steps_steps_is_set_aside() -> None:
+    rt = policy(stale_after_steps=10)
+    rt.observe_step(1, 0.005)
+    rt.observe_step(2, 0.040)  # step 2: batch 2 looks far from real time
+    for _ in range(9):
+        rt.observe_step(1, 0.005)
+    assert rt.capacity == 1  # batch 2 last seen 9 steps ago: still believed
+    rt.observe_step(1, 0.005)
+    assert rt.capacity == 2  # 10 steps ago: set aside, so one more stream is probed again
+
+
+def test_a_step_exactly_at_real_time_plus_margin_keeps_real_time() -> None:
+    rt = RealtimePolicy(RealtimeConfig(frames_per_s=2.0, margin=0.0, max_batch_size=4))
+    rt.observe_step(1, 0.5)  # 2 steps/s, exactly the 2 needed (binary-exact numbers)
+    assert rt.capacity == 2  # batch 1 measured, batch 2 probed at the same pace
+
+
 def test_one_measured_size_allows_one_more_stream_as_a_probe() -> None:
     fast = policy()
     fast.observe_step(1, 0.005)
@@ -95,12 +120,17 @@ def test_queue_wait_counts_the_streams_that_must_end_first() -> None:
     rt = policy(capacity_override=2)
     rt.observe_step(2, 0.010)
     assert rt.queue_wait_s(num_running=1, num_ahead=0, expected_steps=100) == 0.0  # a place is free
+    # both places taken: one stream must end; 100 steps of 10 ms each, 2 streams ending at a time
+    assert rt.queue_wait_s(num_running=2, num_ahead=0, expected_steps=100) == pytest.approx(100 * 0.010 / 2)
     # 2 running + 1 ahead + this one on 2 places: 2 streams must end; 100 steps of 10 ms each, 2 at a time
     assert rt.queue_wait_s(num_running=2, num_ahead=1, expected_steps=100) == pytest.approx(2 * 100 * 0.010 / 2)
     # measured stream lengths take over from the request's bound, which counts as the first sample:
     # one short stream halves the estimate rather than replacing it
     rt.observe_finished_stream(40, expected_steps=100)
     assert rt.queue_wait_s(num_running=2, num_ahead=1, expected_steps=100) == pytest.approx(2 * 70 * 0.010 / 2)
+    rt.observe_finished_stream(40, expected_steps=100)
+    rt.observe_finished_stream(40, expected_steps=100)  # a plain mean so far: (100 + 3 x 40) / 4 = 55
+    assert rt.queue_wait_s(num_running=2, num_ahead=1, expected_steps=100) == pytest.approx(2 * 55 * 0.010 / 2)
     for _ in range(40):
         rt.observe_finished_stream(40, expected_steps=100)
     assert rt.queue_wait_s(num_running=2, num_ahead=1, expected_steps=100) == pytest.approx(
@@ -108,13 +138,31 @@ def test_queue_wait_counts_the_streams_that_must_end_first() -> None:
     )
 
 
+def test_queue_wait_before_any_measurement_assumes_steps_just_at_real_time() -> None:
+    rt = policy(capacity_override=2)  # nothing measured: a step is taken to last 1 / 56.25 s
+    assert rt.queue_wait_s(num_running=2, num_ahead=1, expected_steps=100) == pytest.approx(2 * 100 / 56.25 / 2)
+
+
 @pytest.mark.parametrize(
-    "kwargs",
-    [{"margin": -0.1}, {"max_queue_wait_s": -1.0}, {"capacity_override": -1}, {"ewma_alpha": 0.0}],
+    ("kwargs", "named"),
+    [
+        ({"frames_per_s": 0.0}, "frames_per_s"),
+        ({"max_batch_size": 0}, "max_batch_size"),
+        ({"margin": -0.1}, "margin"),
+        ({"max_queue_wait_s": -1.0}, "max_queue_wait_s"),
+        ({"capacity_override": -1}, "capacity_override"),
+        ({"ewma_alpha": 0.0}, "ewma_alpha"),
+        ({"ewma_alpha": 1.5}, "ewma_alpha"),
+    ],
 )
-def test_bad_policy_settings_are_refused(kwargs: dict[str, object]) -> None:
-    with pytest.raises(ValueError):
+def test_bad_policy_settings_are_refused_naming_the_setting(kwargs: dict[str, object], named: str) -> None:
+    with pytest.raises(ValueError, match=named):
         policy(**kwargs)
+
+
+def test_the_edges_of_the_policy_settings_are_accepted() -> None:
+    edges = RealtimeConfig(frames_per_s=0.5, margin=0.0, max_batch_size=1, capacity_override=0, ewma_alpha=1.0)
+    assert RealtimePolicy(edges).capacity == 0  # an operator may switch streams to one at a time
 
 
 @pytest.mark.parametrize(
