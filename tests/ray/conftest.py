@@ -1,14 +1,25 @@
-"""A local Ray cluster (started in-process, loopback only) with TurboTTS deployed on 2 tiny-model replicas.
+"""A local Ray cluster (started in-process) with TurboTTS deployed on 2 tiny-model replicas.
 
 Module-scoped: starting Ray and two models costs tens of seconds on 2 cores, so
 each test module shares one deployment. Settings these machines need: no usage
-stats, no dashboard, no auth, Ray's temporary files under the work directory.
+stats, no dashboard, no auth, Ray's temporary files under the work directory
+(or a short directory where the checkout's path is too long for Ray's sockets).
+The Serve proxy listens on 127.0.0.1 only. Ray's own processes (GCS, raylet,
+agents, workers) listen on all interfaces or the machine's address, and Ray has
+no option to change that: it turns a loopback ``node_ip_address`` into the
+machine's routable one.
+
+Every test here needs Ray: without it they skip ("ray is not installed"), or
+fail where Ray is required (``CI=true`` or ``TURBOTTS_REQUIRE_RAY=1``). So test
+modules import Ray (and :mod:`turbotts.scaleout`, which imports it) inside tests.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,17 +31,35 @@ import pytest
 from tests.conftest_redis import MISSING_REDIS, REDIS_BINARY, RedisServer
 from tests.required_tools import is_required
 
-ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'turbotts[ray]'")
-
+MISSING_RAY = "ray is not installed: pip install 'turbotts[ray]' to run the Ray Serve tests"
 REPO = Path(__file__).resolve().parents[2]
 RAY_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_AUTH_MODE": "disabled",
-    "RAY_TMPDIR": str(REPO / ".ray-tmp"),
     "RAY_SERVE_QUEUE_LENGTH_RESPONSE_DEADLINE_S": "1.0",
 }
 MAX_NEW_TOKENS = 12
+#: Ray's sockets lie some 70 characters below its temporary directory, and a socket's path holds at most 107 bytes
+MAX_RAY_TMPDIR_CHARS = 32
+
+
+def _is_ray_importable() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _ray_installed() -> None:
+    """Session scope: it runs before the module clusters, so a missing Ray never errors in their set-up."""
+    if _is_ray_importable():
+        return
+    if is_required("RAY"):
+        pytest.fail(f"{MISSING_RAY} (required because CI or TURBOTTS_REQUIRE_RAY=1 is set)", pytrace=False)
+    pytest.skip(MISSING_RAY)
 
 
 def free_port() -> int:
@@ -64,6 +93,21 @@ def tiny_settings(redis_url: str, port: int, **overrides: Any) -> Any:
     return ServerSettings(**values)
 
 
+def deployment_options(application: Any) -> dict[str, dict[str, Any]]:
+    """The options of each deployment of a bound Serve ``application``, by name, as ``serve build`` writes them.
+
+    No cluster: Ray builds the application locally and translates each deployment
+    into the schema of a Serve config file; options left unset are Ray's defaults.
+    """
+    from ray.serve._private.build_app import build_app
+    from ray.serve.deployment import deployment_to_schema
+
+    from turbotts.scaleout.launch import APP_NAME
+
+    built = build_app(application, name=APP_NAME)
+    return {d.name: deployment_to_schema(d).model_dump(exclude_unset=True) for d in built.deployments}
+
+
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if REDIS_BINARY is None:
@@ -95,12 +139,31 @@ def wait_ready(url: str, num_replicas: int, timeout_s: float = 180.0) -> None:
     raise RuntimeError(f"the Ray deployment was not ready in time ({len(seen)} replicas answered)")
 
 
+@pytest.fixture(scope="session")
+def ray_tmpdir() -> Iterator[Path]:
+    """Ray's temporary files: ``RAY_TMPDIR`` if set, else under the work directory, else (a checkout at a long
+    path, such as the mutation guard's copy: Ray would fail to bind its sockets) a short one, removed at the end."""
+    if os.environ.get("RAY_TMPDIR"):
+        yield Path(os.environ["RAY_TMPDIR"])
+        return
+    in_repo = REPO / ".ray-tmp"
+    if len(str(in_repo)) <= MAX_RAY_TMPDIR_CHARS:
+        in_repo.mkdir(exist_ok=True)
+        yield in_repo
+        return
+    short = Path(tempfile.mkdtemp(prefix="turbotts-ray-"))
+    try:
+        yield short
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
-def ray_url(redis_url: str) -> Iterator[str]:
+def ray_url(redis_url: str, ray_tmpdir: Path) -> Iterator[str]:
     """Ray started here, TurboTTS deployed on 2 replicas; the proxy's URL."""
-    for name, value in RAY_ENV.items():
+    for name, value in {**RAY_ENV, "RAY_TMPDIR": str(ray_tmpdir)}.items():
         os.environ.setdefault(name, value)
-    Path(RAY_ENV["RAY_TMPDIR"]).mkdir(exist_ok=True)
+    import ray
     from ray import serve
 
     from turbotts.scaleout.launch import connect, deploy

@@ -1,7 +1,8 @@
 """TurboTTS on Ray Serve: 2 tiny-model replicas behind the proxy, real HTTP, real Redis, real decoders.
 
-One deployment for the module (see conftest). The order matters only for the
-last test, which kills a replica.
+One deployment for the module (see conftest). The order matters: the tests
+that kill a replica wait until Ray has replaced it, and the last three redeploy
+the application or delete it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import numpy as np
@@ -27,6 +29,8 @@ from tests.server.audio import EXPECTED_RATE_HZ, decode
 SPEECH = "/v1/audio/speech"
 FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 LONG_TEXT = " ".join(f"Sentence number {i} of a long text that streams." for i in range(24))
+#: about 60 segments: a second of synthesis or more, whose answer (flac) starts only when synthesis ends
+RETRIED_TEXT = " ".join(f"Sentence {i} of a text whose replica dies before it answers." for i in range(60))
 
 
 @pytest.fixture()
@@ -172,6 +176,72 @@ def test_metrics_of_every_replica_are_reachable_with_a_replica_label(http: httpx
         assert len(set(re.findall(rf'{family}\w*{{replica="([^"]+)"', text))) == 2, family
 
 
+def test_the_deployed_replicas_run_with_the_options_their_settings_map_to(ray_url: str, redis_url: str) -> None:
+    """What the controller runs is what :func:`build_application` makes of the settings (the count, the router...)."""
+    from tests.ray.conftest import deployment_options, tiny_settings
+    from turbotts.scaleout.launch import build_application
+
+    settings = tiny_settings(redis_url, int(ray_url.rsplit(":", 1)[1]))
+    expected = deployment_options(build_application(settings))
+    deployed = _replica_deployment()
+    config = deployed.deployment_config.model_dump()
+    assert _restricted(config, expected["TTSReplica"]) == expected["TTSReplica"]
+    assert config["num_replicas"] == 2 and config["max_ongoing_requests"] == settings.max_batch_size
+    assert config["request_router_config"]["request_router_class"] == "turbotts.scaleout.router.CacheAffinityRouter"
+    assert len(deployed.replicas) == 2
+
+
+def test_a_replica_that_dies_before_answering_is_retried_on_another(ray_url: str, http: httpx.Client) -> None:
+    """The routing key pins the request to one replica; it is killed once it has taken the request, before it
+    answered (``flac`` answers only when synthesis ends): the client still gets its audio, from the other replica."""
+    body = {"model": "tts-1", "input": RETRIED_TEXT, "voice": "alloy", "seed": 31}
+    with http.stream("POST", SPEECH, json={**body, "response_format": "pcm"}) as response:  # closed at once
+        doomed = response.headers["x-replica"]  # where this key goes
+    replica = _replica_actor(doomed)
+
+    async def until_ongoing(is_done: Callable[[int], bool]) -> None:
+        """Until the doomed replica's count of requests (what Ray's router asks a replica) satisfies ``is_done``."""
+        while not is_done(await replica.get_num_ongoing_requests.remote()):
+            await asyncio.sleep(0.005)
+
+    async def main() -> httpx.Response:
+        await asyncio.wait_for(until_ongoing(lambda n: n == 0), 60)  # the closed probe's request ended
+        async with httpx.AsyncClient(base_url=ray_url, timeout=120) as client:
+            answer = asyncio.create_task(client.post(SPEECH, json={**body, "response_format": "flac"}))
+            await asyncio.wait_for(until_ongoing(lambda n: n > 0), 60)  # it took the request
+            assert not answer.done(), "the request ended before its replica was killed: make its text longer"
+            _kill_replica(doomed)
+            return await answer
+
+    response = asyncio.run(main())
+    assert response.status_code == 200, response.text
+    assert response.headers["x-replica"] != doomed
+    rate, samples = decode(response.content, "flac")
+    assert rate == 24000 and samples.size > 0 and np.isfinite(samples).all()
+    wait_ready(ray_url, 2)  # Ray restarted the replica
+
+
+def test_a_replica_dying_mid_session_sends_an_error_and_closes_1011(ray_url: str) -> None:
+    """The session's replica is killed while the client holds the session open: an error message, then 1011."""
+
+    async def main() -> tuple[list[str | bytes], int | None]:
+        session = _Session(ray_url, seed=60)
+        await session.start()  # the replica accepted and sent the first sentence's audio
+        _kill_replica(session.replica)
+        received: list[str | bytes] = []
+        with pytest.raises(websockets.ConnectionClosedError) as closed:
+            while True:
+                received.append(await session.ws.recv())
+        return received, closed.value.rcvd.code if closed.value.rcvd else None
+
+    received, code = asyncio.run(main())
+    texts = [json.loads(message) for message in received if isinstance(message, str)]
+    assert [text["type"] for text in texts] == ["error"], texts
+    assert "replica" in texts[0]["error"]["message"], texts  # it says what happened
+    assert code == 1011
+    wait_ready(ray_url, 2)
+
+
 def test_killing_a_replica_mid_stream_ends_its_streams_and_the_next_requests_succeed(
     ray_url: str, http: httpx.Client
 ) -> None:
@@ -210,6 +280,42 @@ def _kill_one_replica() -> None:
     victims = [p for p in ours if title in " ".join(_cmdline(p))]
     assert victims, "no replica process found"
     victims[0].kill()
+
+
+def _restricted(actual: Any, expected: Any) -> Any:
+    """``actual`` cut down to the keys ``expected`` has, at every depth (the controller adds Ray's defaults)."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return {key: _restricted(actual.get(key), value) for key, value in expected.items()}
+    return actual
+
+
+def _replica_deployment() -> Any:
+    """The controller's view of the replica deployment: its options and its replicas (id, state, pid, actor).
+
+    What Ray's dashboard shows (``serve.status()`` has neither the options nor the replicas' processes).
+    """
+    from ray.serve.context import _get_global_client
+    from ray.serve.schema import ServeInstanceDetails
+
+    from turbotts.scaleout.launch import APP_NAME
+
+    details = ServeInstanceDetails(**_get_global_client().get_serve_details())
+    return details.applications[APP_NAME].deployments["TTSReplica"]
+
+
+def _replica_actor(replica: str) -> Any:
+    """The Ray actor of ``replica`` (an ``X-Replica`` value): it answers what Ray's router asks it."""
+    import ray
+    from ray.serve._private.constants import SERVE_NAMESPACE
+
+    names = {details.replica_id: details.actor_name for details in _replica_deployment().replicas}
+    return ray.get_actor(names[replica], namespace=SERVE_NAMESPACE)
+
+
+def _kill_replica(replica: str) -> None:
+    """SIGKILL the process of ``replica`` (an ``X-Replica`` value): a crash, not a stop Ray asked for."""
+    pids = {details.replica_id: details.pid for details in _replica_deployment().replicas}
+    psutil.Process(pids[replica]).kill()
 
 
 def _cmdline(process: psutil.Process) -> list[str]:
@@ -293,6 +399,15 @@ class _Session:
         self._seed = seed
         self._audio = bytearray()
 
+    @property
+    def ws(self) -> Any:
+        return self._ws
+
+    @property
+    def replica(self) -> str:
+        """The replica serving the session (its ``X-Replica``)."""
+        return str(self._ws.response.headers["x-replica"])
+
     async def start(self) -> None:
         self._ws = await websockets.connect(self._url)
         config = {"type": "config", "voice": "alloy", "response_format": "pcm", "seed": self._seed}
@@ -323,6 +438,26 @@ async def _until_a_replica_is_stopping(app_name: str) -> None:
         if any(str(state).endswith("STOPPING") and count for state, count in states.items()):
             return
         await asyncio.sleep(0.05)
+
+
+def test_with_cache_aware_routing_off_the_same_request_lands_on_either_replica(
+    ray_url: str, redis_url: str, http: httpx.Client
+) -> None:
+    """Redeployed with ``cache_aware_routing=False``: Ray's default router, so a key no longer sticks to one replica
+    (the same request that stays on one replica above, with the switch on)."""
+    from ray import serve
+
+    from tests.ray.conftest import tiny_settings
+    from turbotts.scaleout.launch import APP_NAME, build_application
+
+    off = tiny_settings(redis_url, int(ray_url.rsplit(":", 1)[1]), cache_aware_routing=False)
+    serve.run(build_application(off), name=APP_NAME, route_prefix="/")
+    wait_ready(ray_url, 2)
+    router = _replica_deployment().deployment_config.model_dump()["request_router_config"]
+    assert router["request_router_class"] == "ray.serve._private.request_router:PowerOfTwoChoicesRequestRouter"
+    text = "Affinity keeps this on one replica."
+    replicas = Counter(_speech(http, text, seed=11).headers["x-replica"] for _ in range(20))
+    assert len(replicas) == 2, replicas  # at random: all 20 on one replica has a chance of 2 in a million
 
 
 def test_deleting_the_application_drains_in_flight_streams(ray_url: str) -> None:

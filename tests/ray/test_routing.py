@@ -1,4 +1,4 @@
-"""The routing key, the rendezvous hash and the fleet metrics merge (no cluster needed)."""
+"""The routing key, the rendezvous hash and the fleet metrics merge (no cluster needed; Ray imported in the test)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client import Counter as PromCounter
 from prometheus_client.parser import text_string_to_metric_families
 
-from turbotts.scaleout.fleet_metrics import merge
 from turbotts.scaleout.routing import SPEECH_PATH, rendezvous, routing_key
 
 
@@ -54,6 +53,8 @@ def _exposition(value: float) -> str:
 
 
 def test_merged_metrics_parse_and_carry_a_replica_label() -> None:
+    from turbotts.scaleout.fleet_metrics import merge  # imports ray
+
     text = merge({"a": _exposition(0.5), "b": _exposition(2.0)})
     families = {family.name: family for family in text_string_to_metric_families(text)}
     audio = families["demo_audio_seconds"].samples
