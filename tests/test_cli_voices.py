@@ -1,4 +1,8 @@
-"""``turbotts say --reference`` and ``turbotts voices clone`` as a user runs them (real subprocesses, real clips)."""
+"""``turbotts say --reference`` and ``turbotts voices clone`` as a user runs them (real clips).
+
+``voices clone`` runs once as a real subprocess; the other runs go through the same ``main`` in this
+process (:mod:`tests.cli_runner`).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.cli_runner import run_cli, run_subprocess
 from tests.golden import FIXTURE_DIR
 from tests.server.clips import CLIP_TEXT, RATE_HZ, speech_24k, stereo_16k_wav, wav_bytes
-from tests.test_cli import run_cli
 from turbotts import TTS, ModelSource, SamplingParams, SynthesisParams
 from turbotts.server.voices import VoiceStore
 
@@ -52,11 +56,12 @@ def test_say_with_a_reference_clip_speaks_in_its_voice(tmp_path: Path, clip: Pat
 
 def test_voices_clone_prints_the_official_string_and_saves_it(tmp_path: Path, clip: Path) -> None:
     db = tmp_path / "voices.sqlite3"
-    result = run_cli("voices", "clone", str(clip), "--text", CLIP_TEXT, "--name", "my-clip", "--voices-db", str(db),
-                     "--checkpoint", str(FIXTURE_DIR))  # fmt: skip
+    result = run_subprocess("voices", "clone", str(clip), "--text", CLIP_TEXT, "--name", "my-clip", "--voices-db",
+                            str(db), "--checkpoint", str(FIXTURE_DIR))  # fmt: skip
     assert result.returncode == 0, result.stderr
     expected = _tts().reference_from_clip(clip.read_bytes(), CLIP_TEXT).spk_smp
     assert result.stdout.strip() == expected
+    assert f"saved voice 'my-clip' in {db}" in result.stderr
     store = VoiceStore(db)
     try:
         saved = store.get("my-clip")

@@ -1,4 +1,7 @@
-"""`turbotts say --captions`: a real subprocess writes a WAV and a WebVTT or SRT file that parse back."""
+"""`turbotts say --captions`: the command writes a WAV and a WebVTT or SRT file that parse back.
+
+The command runs in this process (:mod:`tests.cli_runner`); ``tests/test_cli.py`` runs ``say`` as a subprocess.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import soundfile as sf
 import srt
 import webvtt
 
-from tests.test_cli import run_cli
+from tests.cli_runner import CliRun, run_cli
 
 # about 200 characters: two segments at the server's 120-character limit (the last two sentences packed)
 TEXT = (
@@ -19,7 +22,7 @@ TEXT = (
 )
 
 
-def say(tmp_path: Path, captions: str, *extra: str) -> tuple[Path, Path, object]:
+def say(tmp_path: Path, captions: str, *extra: str) -> tuple[Path, Path, CliRun]:
     wav, cues = tmp_path / "out.wav", tmp_path / captions
     result = run_cli("say", TEXT, "-o", str(wav), "--captions", str(cues), "--load-format", "dummy",
                      "--max-new-tokens", "12", "--seed", "3", "--skip-refine", *extra)  # fmt: skip
@@ -38,7 +41,7 @@ def check_cues(cues: list[tuple[float, float, str]], wav: Path) -> None:
 
 def test_say_writes_webvtt_that_parses_back(tmp_path: Path) -> None:
     wav, path, result = say(tmp_path, "out.vtt")
-    assert result.returncode == 0, result.stderr  # type: ignore[attr-defined]
+    assert result.returncode == 0, result.stderr
     check_cues([(_vtt_s(c.start), _vtt_s(c.end), c.text) for c in webvtt.read(str(path))], wav)
 
 
@@ -49,7 +52,7 @@ def _vtt_s(clock: str) -> float:
 
 def test_say_writes_srt_that_parses_back(tmp_path: Path) -> None:
     wav, path, result = say(tmp_path, "out.srt")
-    assert result.returncode == 0, result.stderr  # type: ignore[attr-defined]
+    assert result.returncode == 0, result.stderr
     subtitles = list(srt.parse(path.read_text(encoding="utf-8")))
     assert [s.index for s in subtitles] == [1, 2]
     check_cues([(s.start.total_seconds(), s.end.total_seconds(), s.content) for s in subtitles], wav)
@@ -58,8 +61,8 @@ def test_say_writes_srt_that_parses_back(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["out.txt", "out"])
 def test_say_refuses_an_unknown_caption_format_before_synthesis(tmp_path: Path, name: str) -> None:
     _, _, result = say(tmp_path, name)
-    assert result.returncode == 2  # type: ignore[attr-defined]
-    assert ".vtt or .srt" in result.stderr  # type: ignore[attr-defined]
+    assert result.returncode == 2
+    assert ".vtt or .srt" in result.stderr
     assert not (tmp_path / "out.wav").exists()
 
 

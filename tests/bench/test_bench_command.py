@@ -1,14 +1,21 @@
-"""`turbotts bench` end to end on the tiny model: the JSON contract and the plot."""
+"""`turbotts bench` end to end on the tiny model: the JSON contract and the plot.
+
+One run goes through a real subprocess (the entry point); the others call the same ``main`` in this
+process (:mod:`tests.cli_runner`), each with the fewest requests, frames and modes its assertions need.
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.cli_runner import CliRun, run_cli, run_subprocess
+from turbotts.bench import command, roofline
 
 REQUIRED = (
     "throughput_audio_s_per_s",
@@ -19,46 +26,51 @@ REQUIRED = (
     "step_ms_by_batch",
     "roofline_ratio",
 )
+TINY = ("bench", "--dummy-size", "tiny")
 
 
-def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "turbotts", "bench", "--dummy-size", "tiny", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+@pytest.fixture(autouse=True)
+def small_bandwidth_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process runs read 64 MiB, not 1 GiB, to measure the memory bandwidth (the subprocess run reads 1 GiB)."""
+    probe = partial(roofline.measure_bandwidth_bytes_per_s, 64 * 2**20)
+    monkeypatch.setattr(command, "measure_bandwidth_bytes_per_s", probe)
+
+
+def run_bench(*args: str) -> CliRun:
+    return run_cli(*TINY, *args)
+
+
+def bench_report(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
+    out = tmp_path / f"{name}.json"
+    result = run_bench(*args, "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+def test_poisson_arrivals_through_the_real_entry_point(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    result = run_subprocess(*TINY, "--mode", "continuous", "--num-requests", "4", "--request-rate", "20",
+                            "--output-len", "10", "--quant", "none", "--json", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "TurboTTS bench" in result.stderr  # the summary table
+    report = json.loads(out.read_text())
+    assert report["config"]["request_rate"] == 20 and report["num_requests"] == 4
+    assert report["memory_bandwidth_gb_s"] > 0  # the full-size bandwidth probe
 
 
 def test_bench_writes_the_documented_json_and_a_png(tmp_path: Path) -> None:
-    out, plot = tmp_path / "b.json", tmp_path / "b.png"
-    result = run_bench(
-        "--mode",
-        "sequential,static,continuous",
-        "--num-requests",
-        "6",
-        "--concurrency",
-        "1,3",
-        "--output-len",
-        "8:24",
-        "--json",
-        str(out),
-        "--plot",
-        str(plot),
-        "--quant",
-        "none",
-    )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(out.read_text())
+    plot = tmp_path / "b.png"
+    modes = "sequential,static,continuous"
+    report = bench_report(tmp_path, "b", "--mode", modes, "--num-requests", "3", "--concurrency", "1,3",
+                          "--output-len", "6:12", "--plot", str(plot), "--quant", "none")  # fmt: skip
     for key in REQUIRED:
         assert key in report, key
     for key in ("ttfa_s", "latency_s"):
         assert report[key]["p50"] is not None and report[key]["p99"] >= report[key]["p50"]
     assert len(report["runs"]) == 6
     assert {r["mode"] for r in report["runs"]} == {"sequential", "static", "continuous"}
-    assert all(r["num_requests"] == 6 and r["audio_s"] > 0 for r in report["runs"])
+    assert all(r["num_requests"] == 3 and r["audio_s"] > 0 for r in report["runs"])
     assert "continuous_over_sequential_c3" in report["ratios"]
     # identical work in every mode: fixed output lengths, EOS ignored
     assert len({round(r["audio_s"], 6) for r in report["runs"]}) == 1
@@ -71,11 +83,8 @@ def test_bench_writes_the_documented_json_and_a_png(tmp_path: Path) -> None:
 
 
 def test_default_reports_fp32_and_auto_quant_with_the_isa_and_the_choice(tmp_path: Path) -> None:
-    out = tmp_path / "q.json"
-    result = run_bench("--mode", "continuous", "--num-requests", "2", "--concurrency", "2", "--output-len", "8",
-                       "--json", str(out))  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    report = json.loads(out.read_text())
+    report = bench_report(tmp_path, "q", "--mode", "continuous", "--num-requests", "1", "--concurrency", "1",
+                          "--output-len", "4")  # fmt: skip
     assert report["machine"]["cpu"]["isa"] in ("amx", "avx512_bf16", "avx512_vnni", "avx512", "avx2", "baseline")
     assert set(report["probes_by_quant"]) == {"none", "auto"}  # int8 changes numerics: bench reports both
     for probe in report["probes_by_quant"].values():
@@ -95,11 +104,9 @@ def test_max_prefill_tokens_spreads_the_prefill_of_requests_arriving_together(tm
     """All prompts in one step start (and end) together; one prompt per step staggers the batch."""
     batch_sizes = {}
     for tokens in ("4096", "1"):
-        out = tmp_path / f"prefill_{tokens}.json"
-        result = run_bench("--mode", "continuous", "--num-requests", "3", "--concurrency", "3", "--output-len", "12",
-                           "--quant", "none", "--max-prefill-tokens", tokens, "--json", str(out))  # fmt: skip
-        assert result.returncode == 0, result.stderr
-        report = json.loads(out.read_text())
+        report = bench_report(tmp_path, f"prefill_{tokens}", "--mode", "continuous", "--num-requests", "3",
+                              "--concurrency", "3", "--output-len", "12", "--quant", "none",
+                              "--max-prefill-tokens", tokens)  # fmt: skip
         assert report["config"]["max_prefill_tokens"] == int(tokens)
         batch_sizes[tokens] = set(report["runs"][0]["step_ms_by_batch"])
     assert batch_sizes["4096"] == {"3"}
@@ -110,26 +117,14 @@ def test_no_stream_asks_for_each_utterance_whole(tmp_path: Path) -> None:
     """Streamed audio starts before the utterance ends; whole audio (one decode at the end) only when it ends."""
     reports = {}
     for flag in ("--stream", "--no-stream"):
-        out = tmp_path / f"{flag}.json"
-        result = run_bench("--mode", "sequential", "--num-requests", "2", "--concurrency", "1", "--output-len", "40",
-                           "--quant", "none", flag, "--json", str(out))  # fmt: skip
-        assert result.returncode == 0, result.stderr
-        reports[flag] = json.loads(out.read_text())
+        # 24 frames: the first chunk (4 frames, 8 of lookahead) leaves at frame 12, well before the end
+        reports[flag] = bench_report(tmp_path, flag, "--mode", "sequential", "--num-requests", "1", "--concurrency",
+                                     "1", "--output-len", "24", "--quant", "none", flag)  # fmt: skip
     streamed, whole = reports["--stream"], reports["--no-stream"]
     assert streamed["config"]["is_streaming"] is True and whole["config"]["is_streaming"] is False
     assert streamed["ttfa_s"]["p50"] < streamed["latency_s"]["p50"]
     assert whole["ttfa_s"]["p50"] == whole["latency_s"]["p50"]
     assert whole["audio_s"] == streamed["audio_s"]  # the same work either way
-
-
-def test_poisson_arrivals(tmp_path: Path) -> None:
-    out = tmp_path / "p.json"
-    result = run_bench(
-        "--mode", "continuous", "--num-requests", "4", "--request-rate", "20", "--output-len", "10", "--json", str(out)
-    )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(out.read_text())
-    assert report["config"]["request_rate"] == 20 and report["num_requests"] == 4
 
 
 @pytest.mark.parametrize(
@@ -146,28 +141,13 @@ def test_bad_options_exit_2(args: tuple[str, ...], message: str, tmp_path: Path)
     result = run_bench(*args, "--json", str(tmp_path / "x.json"))
     assert result.returncode == 2
     assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "x.json").exists()
 
 
 def test_quant_modes_compared_in_one_run(tmp_path: Path) -> None:
-    out = tmp_path / "q.json"
-    result = run_bench(
-        "--mode",
-        "continuous",
-        "--num-requests",
-        "2",
-        "--concurrency",
-        "2",
-        "--output-len",
-        "8",
-        "--quant",
-        "none,int8",
-        "--dtype",
-        "fp32",
-        "--json",
-        str(out),
-    )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(out.read_text())
+    report = bench_report(tmp_path, "q", "--mode", "continuous", "--num-requests", "2", "--concurrency", "2",
+                          "--output-len", "8", "--quant", "none,int8", "--dtype", "fp32")  # fmt: skip
     assert [r["quant"] for r in report["runs"]] == ["none", "int8"]
     assert report["ratios"]["int8_over_none_continuous_c2"] > 0
     probes = report["probes_by_quant"]

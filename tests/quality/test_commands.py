@@ -1,4 +1,4 @@
-"""quant-sweep and quality check through the CLI on tiny weights."""
+"""quant-sweep and quality check through the CLI on tiny weights (in this process: :mod:`tests.cli_runner`)."""
 
 from __future__ import annotations
 
@@ -6,25 +6,25 @@ import json
 from pathlib import Path
 
 import numpy as np
-from typer.testing import CliRunner
 
+from tests.cli_runner import run_cli
 from tests.golden import FIXTURE_DIR
-from turbotts.cli import app
 
-runner = CliRunner()
 TINY = ["--load-format", "dummy", "--dummy-size", "tiny"]
+SENTENCE = "The quick brown fox jumps over the lazy dog."
 
 
 def test_quant_sweep_writes_reports(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
-    result = runner.invoke(
-        app,
-        ["quant-sweep", *TINY, "--modes", "fp32,int8", "--num-frames", "8", "--json", str(out / "s.json"),
-         "--csv", str(out / "s.csv"), "--plot", str(out / "s.png")],
-    )
-    assert result.exit_code == 0, result.output
-    assert "dummy" in result.output  # the random-weights warning
+    texts = tmp_path / "texts.txt"
+    texts.write_text(f"{SENTENCE}\n")  # one sentence: each mode is probed in a subprocess of its own
+    result = run_cli("quant-sweep", *TINY, "--modes", "fp32,int8", "--num-frames", "8", "--texts", str(texts),
+                     "--json", str(out / "s.json"), "--csv", str(out / "s.csv"),
+                     "--plot", str(out / "s.png"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "dummy" in result.stderr  # the random-weights warning
     report = json.loads((out / "s.json").read_text())
+    assert report["texts"] == [SENTENCE]
     assert set(report["modes"]) == {"fp32", "int8"}
     for row in report["modes"].values():
         for key in ("weight_bytes", "step_ms_batch1", "step_ms_batch16", "code_agreement", "kl", "mcd_db"):
@@ -36,13 +36,15 @@ def test_quant_sweep_writes_reports(tmp_path: Path) -> None:
 
 
 def test_quant_sweep_rejects_unknown_mode(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["quant-sweep", *TINY, "--modes", "int4", "--json", str(tmp_path / "x.json")])
-    assert result.exit_code == 2
+    result = run_cli("quant-sweep", *TINY, "--modes", "int4", "--json", str(tmp_path / "x.json"))
+    assert result.returncode == 2
+    assert "int4" in result.stderr and "Traceback" not in result.stderr
 
 
 def _check(baseline: Path, *extra: str) -> int:
-    result = runner.invoke(app, ["quality", "check", "--baseline", str(baseline), "--max-new-tokens", "16", *extra])
-    return result.exit_code
+    result = run_cli("quality", "check", "--baseline", str(baseline), "--max-new-tokens", "16", *extra)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode
 
 
 def test_quality_check_passes_against_itself_and_fails_otherwise(tmp_path: Path) -> None:
