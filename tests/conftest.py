@@ -1,25 +1,126 @@
+"""The suite's tiers and passes, the end-of-run banner, and the CPU kernels built once per run.
+
+- Markers (registered in pyproject.toml) are put on tests at collection (``tests/markers.py``: by the
+  fixtures and helpers a test uses, and by path). ``--quick`` (``scripts/test.sh --quick``) leaves the
+  ``slow`` ones out: the browser, Ray, Python subprocesses and the kernel builds.
+- ``--partition parallel|serial`` picks one of ``scripts/test.sh``'s two passes: the tests that may
+  share the machine with pytest-xdist workers, or the ``serial`` ones (``tests/passes.py`` says why).
+- The kernels are built by the ``int8_kernel`` and ``avx2_kernel`` session fixtures, never at import:
+  collecting a module compiles nothing, and a run compiles each build once (cached per checkout,
+  ``turbotts.model.int8_gemv.build_directory``). Without AVX2 or a compiler they skip, and fail in CI.
+- Every skip is counted by reason in the closing banner, and in CI only a few reasons may skip
+  (``tests/skips.py``).
+"""
+
 from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
 
-from tests.conftest_redis import MISSING_REDIS
-from tests.deploy.promtool import MISSING_PROMTOOL
+from tests.markers import mark
+from tests.passes import count_outcomes, write_report
+from tests.required_tools import is_ci, is_required
+from tests.skips import SkipLedger
+from turbotts.cpu import cpu_info
+from turbotts.model import int8_gemv
 
-torch.set_num_threads(2)
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+#: 2 threads (CI's cores), shared out between xdist workers so that they do not oversubscribe the cores;
+#: the Python subprocesses a worker starts (a server, the CLI) get its share too
+THREADS = min(2, max(1, (os.cpu_count() or 2) // WORKERS))
+torch.set_num_threads(THREADS)
+if WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+#: read once and dropped, so that a pytest a test starts in a subprocess writes no pass report
+PASS_REPORT = os.environ.pop("TURBOTTS_PASS_REPORT", None)
+
+SKIPS = pytest.StashKey[SkipLedger]()
+STARTED_S = pytest.StashKey[float]()
+NUM_PARTITIONED = pytest.StashKey[int]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("turbotts")
+    group.addoption("--quick", action="store_true", help="leave out the slow tests (browser, Ray, subprocesses, "
+                    "kernel builds): the inner loop, scripts/test.sh --quick")  # fmt: skip
+    group.addoption("--partition", choices=("all", "parallel", "serial"), default="all",
+                    help="run only the tests that may run in parallel, or only the serial ones")  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SKIPS] = SkipLedger()
+    config.pluginmanager.register(config.stash[SKIPS], "turbotts-skips")
+    config.stash[STARTED_S] = time.monotonic()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    partition = config.getoption("--partition")
+    selected, deselected, num_partitioned = [], [], 0
+    for item in items:
+        mark(item)
+        is_serial = item.get_closest_marker("serial") is not None
+        if partition != "all" and is_serial != (partition == "serial"):
+            deselected.append(item)
+            num_partitioned += 1
+        elif config.getoption("--quick") and item.get_closest_marker("slow") is not None:
+            deselected.append(item)
+        else:
+            selected.append(item)
+    config.stash[NUM_PARTITIONED] = num_partitioned
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = selected
+
+
+def _built(build: Callable[[], ModuleType | None]) -> ModuleType:
+    """The kernels ``build`` returns; where they cannot be built here, a skip (a failure in CI)."""
+    compiler = os.environ.get("CXX", "c++")
+    missing = [what for what, is_there in (("AVX2", "avx2" in cpu_info().flags),
+               (f"C++ compiler ({compiler})", shutil.which(compiler) is not None)) if not is_there]  # fmt: skip
+    if missing:
+        reason = f"the CPU kernels need AVX2 and a C++ compiler, and this machine has no {' and no '.join(missing)}"
+        if is_required("COMPILER"):
+            pytest.fail(f"{reason} (required because CI or TURBOTTS_REQUIRE_COMPILER=1 is set)", pytrace=False)
+        pytest.skip(reason)
+    kernel = build()
+    assert kernel is not None, "the kernels did not build on an AVX2 machine with a compiler (see the log)"
+    return kernel
+
+
+@pytest.fixture(scope="session")
+def int8_kernel() -> ModuleType:
+    """The CPU kernels as this CPU runs them (``-march=native``), built once per run, cached per checkout."""
+    return _built(int8_gemv.load_kernel)
+
+
+@pytest.fixture(scope="session")
+def avx2_kernel() -> ModuleType:
+    """The CPU kernels as an AVX2-only machine compiles them (``-march=x86-64-v3``, runnable on any AVX2 CPU)."""
+    return _built(lambda: int8_gemv.build(["-O3", "-march=x86-64-v3"]))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In CI, a skip for a reason not on ``tests/skips.py``'s list fails the run; then this pass's report."""
+    config = session.config
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller sees every report and decides
+        return
+    if is_ci() and config.stash[SKIPS].not_allowed_in_ci and session.exitstatus in (0, 5):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if PASS_REPORT:
+        terminal = config.pluginmanager.get_plugin("terminalreporter")
+        counts = count_outcomes(terminal.stats if terminal is not None else {})
+        counts["deselected"] = max(0, counts["deselected"] - config.stash.get(NUM_PARTITIONED, 0))  # the other pass's
+        duration_s = time.monotonic() - config.stash[STARTED_S]
+        write_report(Path(PASS_REPORT), counts, duration_s)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """A banner when Redis, espeak-ng or promtool tests were skipped: lost coverage is never silent."""
-    skipped = terminalreporter.stats.get("skipped", [])
-    num_redis = sum(1 for report in skipped if "redis-server" in str(report.longrepr))
-    if num_redis:
-        terminalreporter.write_sep("!", f"{num_redis} Redis tests SKIPPED: {MISSING_REDIS}", red=True, bold=True)
-    num_espeak = sum(1 for report in skipped if "espeak-ng is not on PATH" in str(report.longrepr))
-    if num_espeak:
-        message = f"{num_espeak} real-speech watermark tests SKIPPED: espeak-ng is not on PATH (apt-get install it)"
-        terminalreporter.write_sep("!", message, red=True, bold=True)
-    num_promtool = sum(1 for report in skipped if MISSING_PROMTOOL in str(report.longrepr))
-    if num_promtool:
-        message = f"{num_promtool} alert-rule tests SKIPPED: {MISSING_PROMTOOL}"
-        terminalreporter.write_sep("!", message, red=True, bold=True)
+    """Every skip, counted by reason: lost coverage is never silent (and in CI, only allowed reasons)."""
+    terminalreporter.config.stash[SKIPS].write_banner(terminalreporter, is_ci=is_ci())

@@ -1,5 +1,5 @@
-"""System tools some tests need (redis-server, espeak-ng, Chromium): skipped on a laptop without them,
-a failure in CI (``CI=true``, set by ``.ci/run``) or when ``TURBOTTS_REQUIRE_<TOOL>=1``."""
+"""System tools some tests need (redis-server, espeak-ng, Chromium, a C++ compiler, ...): skipped on a
+laptop without them, a failure in CI (``CI=true``, set by ``.ci/run``) or when ``TURBOTTS_REQUIRE_<TOOL>=1``."""
 
 from __future__ import annotations
 
@@ -11,10 +11,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+def is_ci() -> bool:
+    """Whether this is a CI run (``CI=true``, as ``.ci/run`` sets it)."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
 def is_required(tool: str) -> bool:
-    """Whether a missing ``tool`` (``REDIS``, ``ESPEAK``, ``CHROMIUM``) must fail the run instead of skipping."""
-    is_ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-    return is_ci or os.environ.get(f"TURBOTTS_REQUIRE_{tool}") == "1"
+    """Whether a missing ``tool`` (``REDIS``, ``ESPEAK``, ``COMPILER``, ...) must fail the run, not skip."""
+    return is_ci() or os.environ.get(f"TURBOTTS_REQUIRE_{tool}") == "1"
 
 
 def run_pytest_without_tools(tool: str, *pytest_args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -3,7 +3,7 @@ cached weights are reported."""
 
 from __future__ import annotations
 
-import shutil
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -14,28 +14,20 @@ from turbotts.bench.roofline import (
     measure_int8_kernel_cached_bytes_per_s,
     measure_read_bytes_per_s,
 )
-from turbotts.cpu import cpu_info
 from turbotts.model import int8_gemv
 
-needs_kernel = pytest.mark.skipif(
-    "avx2" not in cpu_info().flags or shutil.which("c++") is None, reason="needs AVX2 and a C++ compiler"
-)
 
-
-@needs_kernel
-def test_the_read_loop_reads_every_word() -> None:
-    kernel = int8_gemv.load_kernel()
-    assert kernel is not None
+def test_the_read_loop_reads_every_word(int8_kernel: ModuleType) -> None:
     words = torch.randint(-(2**62), 2**62, (3 * 4096 + 5,), dtype=torch.int64)  # several threads' ranges, a tail
     want = int(np.bitwise_xor.reduce(words.numpy()))
-    assert kernel.xor_words(words) == want
+    assert int8_kernel.xor_words(words) == want
     words[-1] ^= 1 << 40  # one bit of the last word moves the result: nothing is skipped
-    assert kernel.xor_words(words) == want ^ (1 << 40)
+    assert int8_kernel.xor_words(words) == want ^ (1 << 40)
     with pytest.raises(RuntimeError, match="whole 64-bit words"):
-        kernel.xor_words(torch.zeros(7, dtype=torch.uint8))
+        int8_kernel.xor_words(torch.zeros(7, dtype=torch.uint8))
 
 
-@needs_kernel
+@pytest.mark.usefixtures("int8_kernel")
 def test_both_yardsticks_measure_a_positive_speed() -> None:
     read = measure_read_bytes_per_s(8 * 2**20, repeats=2)
     probe = measure_bandwidth_bytes_per_s(64 * 2**20, repeats=2)

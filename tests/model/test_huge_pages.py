@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from turbotts.config import GPTConfig
-from turbotts.model import int8_gemv
 from turbotts.model.gpt import GPT, DecoderLayer
 from turbotts.model.huge_pages import DISABLE_ENV, HugePageBuffer, huge_page_bytes, thp_mode
 from turbotts.model.quant import Int8Linear, quantize_layers
@@ -78,7 +77,7 @@ def _tiles_of(gpt: GPT) -> list[torch.Tensor]:
     return tiles
 
 
-@pytest.mark.skipif(int8_gemv.load_kernel() is None, reason="the int8 decode kernel is not built here")
+@pytest.mark.usefixtures("int8_kernel")  # the tiles exist only where the kernels are built
 @pytest.mark.parametrize("is_on", [True, False])
 def test_a_quantized_gpt_streams_its_tiles_from_one_buffer(is_on: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(DISABLE_ENV, "1" if is_on else "0")

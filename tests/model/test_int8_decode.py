@@ -10,22 +10,19 @@ build, wide steps on fbgemm's matmuls inside the stack, and when it steps aside.
 from __future__ import annotations
 
 import logging
-import shutil
+from types import ModuleType
 
 import pytest
 import torch
 
 from turbotts.config import GPTConfig
-from turbotts.cpu import cpu_info
 from turbotts.model import int8_decode, int8_gemv
 from turbotts.model.attention import DecodeMetadata, PrefillMetadata
 from turbotts.model.gpt import GPT
 from turbotts.model.int8_decode import Int8DecodeStack
 from turbotts.model.quant import quantize_layers
 
-pytestmark = pytest.mark.skipif(
-    "avx2" not in cpu_info().flags or shutil.which("c++") is None, reason="needs AVX2 and a C++ compiler"
-)
+pytestmark = pytest.mark.usefixtures("int8_kernel")  # built once per run; skipped (failed in CI) without AVX2 or c++
 
 CONFIG = GPTConfig(hidden_size=64, intermediate_size=160, num_attention_heads=4, num_key_value_heads=4,
                    num_hidden_layers=3)  # fmt: skip
@@ -133,12 +130,11 @@ def test_grouped_query_attention() -> None:
         assert _relative_error(got, want) < 1e-3
 
 
-def test_the_avx2_build_gives_the_same_step() -> None:
-    avx2 = int8_gemv.build(["-O3", "-march=x86-64-v3"])  # AVX2 code, runnable on any AVX2 CPU
-    assert avx2 is not None and avx2.isa().startswith("avx2")
+def test_the_avx2_build_gives_the_same_step(avx2_kernel: ModuleType) -> None:
+    assert avx2_kernel.isa().startswith("avx2")
     gpt = _int8_gpt(CONFIG)
     native, _ = _decode_run(gpt, [True] * 3, [1, 0], [4, 8])
-    gpt.fused_decode = Int8DecodeStack.build(gpt, kernel=avx2)
+    gpt.fused_decode = Int8DecodeStack.build(gpt, kernel=avx2_kernel)
     portable, _ = _decode_run(gpt, [True] * 3, [1, 0], [4, 8])
     for got, want in zip(portable, native, strict=True):
         # the integer sums are exact; the float loops (norms, softmax) sum in another order where -march=native
@@ -175,8 +171,10 @@ def test_a_bf16_cache_in_the_stack(rows: int) -> None:
     exact, exact_cache = _decode_run(gpt, [True] * 5, slots, prompt_lens)
     assert fused_cache.data.dtype == torch.bfloat16
     for got, want, fp32 in zip(fused, eager, exact, strict=True):
-        # the stack and the eager path round K/V to bf16 alike
-        assert _relative_error(got, want) < 2e-3
+        # the stack and the eager path round K/V to bf16 alike, up to a value whose float32 K/V the two paths
+        # compute an ulp apart and bf16 then rounds the other way (one bf16 step: 2**-8 relative), which the
+        # sharp softmax of random weights amplifies (6.0e-3 at 16 rows on a Zen 4 EPYC with AVX-512 VNNI)
+        assert _relative_error(got, want) < 1e-2
         # and the rounding shows against the fp32 cache: this model's random N(0, 0.5) weights make
         # its softmax sharp, which amplifies it (the official tiny checkpoint stays within 2e-2:
         # tests/model/test_kv_cache.py)

@@ -1,25 +1,25 @@
 """The int8 decode kernel: its numbers against a float matmul and fbgemm, both ISA builds, and its routing.
 
-The kernel is built for real (``torch.utils.cpp_extension``, cached under
-``TORCH_EXTENSIONS_DIR``); a machine without a C++ compiler or AVX2 skips the
-build tests and is covered by the fallback test.
+The kernel is built for real (``torch.utils.cpp_extension``, once per run by the
+``int8_kernel`` and ``avx2_kernel`` fixtures, cached per checkout); a machine without
+a C++ compiler or AVX2 skips the build tests (CI fails them) and is covered by the
+fallback test.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
+from tests.required_tools import REPO
 from turbotts.cpu import cpu_info
 from turbotts.model import int8_gemv
 from turbotts.model.quant import REDUCE_RANGE, Int8Linear, dequantize, quantize_per_channel
 
-HAS_AVX2 = "avx2" in cpu_info().flags
-needs_kernel = pytest.mark.skipif(not HAS_AVX2 or shutil.which("c++") is None, reason="needs AVX2 and a C++ compiler")
 # (N, K): one tile; many tiles split over threads; K over one int32 block (4096 inputs)
 SHAPES = [(4, 32), (2304, 768), (768, 3072), (8, 4096 + 64)]
 
@@ -30,20 +30,6 @@ def _reference(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.T
 
 def _relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
     return float((got.double() - want).abs().max() / want.abs().max())
-
-
-@pytest.fixture(scope="module")
-def native() -> ModuleType:
-    kernel = int8_gemv.load_kernel()
-    assert kernel is not None, "the kernel did not build on an AVX2 machine with a compiler (see the log)"
-    return kernel
-
-
-@pytest.fixture(scope="module")
-def avx2() -> ModuleType:
-    kernel = int8_gemv.build(["-O3", "-march=x86-64-v3"])  # AVX2 code, runnable on any AVX2 CPU
-    assert kernel is not None
-    return kernel
 
 
 def _check_kernel(kernel: ModuleType) -> None:
@@ -59,21 +45,18 @@ def _check_kernel(kernel: ModuleType) -> None:
             assert _relative_error(got, _reference(x, q, scale)) < 2e-4, (n, k, rows)
 
 
-@needs_kernel
-def test_native_build_matches_a_float_matmul(native: ModuleType) -> None:
+def test_native_build_matches_a_float_matmul(int8_kernel: ModuleType) -> None:
     # "+vnni" / "+avxvnni" where the CPU fuses the multiply and the add
-    assert native.isa().split("+")[0] == ("avx512bw" if "avx512bw" in cpu_info().flags else "avx2")
-    _check_kernel(native)
+    assert int8_kernel.isa().split("+")[0] == ("avx512bw" if "avx512bw" in cpu_info().flags else "avx2")
+    _check_kernel(int8_kernel)
 
 
-@needs_kernel
-def test_avx2_build_matches_a_float_matmul(avx2: ModuleType) -> None:
-    assert avx2.isa() == "avx2"
-    _check_kernel(avx2)
+def test_avx2_build_matches_a_float_matmul(avx2_kernel: ModuleType) -> None:
+    assert avx2_kernel.isa() == "avx2"
+    _check_kernel(avx2_kernel)
 
 
-@needs_kernel
-def test_kernel_is_more_accurate_than_fbgemm(native: ModuleType) -> None:
+def test_kernel_is_more_accurate_than_fbgemm(int8_kernel: ModuleType) -> None:
     """fbgemm quantizes the activations to 8 bits per tensor, the kernel to 16 bits per row."""
     generator = torch.Generator().manual_seed(1)
     q, scale = quantize_per_channel(torch.randn(768, 768, generator=generator))
@@ -81,13 +64,12 @@ def test_kernel_is_more_accurate_than_fbgemm(native: ModuleType) -> None:
     assert linear.packed is not None
     x = torch.randn(1, 768, generator=generator)
     want = _reference(x, q, scale)
-    kernel_error = _relative_error(native.gemv(x, native.pack(q), scale), want)
+    kernel_error = _relative_error(int8_kernel.gemv(x, int8_kernel.pack(q), scale), want)
     fbgemm_error = _relative_error(torch.ops.quantized.linear_dynamic(x, linear.packed, REDUCE_RANGE), want)
     assert kernel_error * 20 < fbgemm_error, (kernel_error, fbgemm_error)
 
 
-@needs_kernel
-def test_small_batches_take_the_kernel_and_larger_ones_fbgemm(native: ModuleType) -> None:
+def test_small_batches_take_the_kernel_and_larger_ones_fbgemm(int8_kernel: ModuleType) -> None:
     generator = torch.Generator().manual_seed(2)
     weights = [torch.randn(64, 128, generator=generator), torch.randn(192, 128, generator=generator)]
     linear = Int8Linear(weights)
@@ -95,21 +77,20 @@ def test_small_batches_take_the_kernel_and_larger_ones_fbgemm(native: ModuleType
     small = torch.randn(2, 1, 128, generator=generator)  # (B, L, K): rows = B * L
     out = linear(small)
     assert out.shape == (2, 1, 256)
-    assert torch.equal(out.view(2, 256), native.gemv(small.view(2, 128), linear.tiles, linear.scale))
+    assert torch.equal(out.view(2, 256), int8_kernel.gemv(small.view(2, 128), linear.tiles, linear.scale))
     large = torch.randn(int8_gemv.MAX_ROWS + 5, 128, generator=generator)
     assert torch.equal(linear(large), torch.ops.quantized.linear_dynamic(large, linear.packed, REDUCE_RANGE))
 
 
-@needs_kernel
-def test_bad_arguments_raise_clear_errors(native: ModuleType) -> None:
+def test_bad_arguments_raise_clear_errors(int8_kernel: ModuleType) -> None:
     q, scale = quantize_per_channel(torch.randn(8, 64))
-    tiles = native.pack(q)
+    tiles = int8_kernel.pack(q)
     with pytest.raises(RuntimeError, match="1 to 4 rows"):
-        native.gemv(torch.randn(5, 64), tiles, scale)
+        int8_kernel.gemv(torch.randn(5, 64), tiles, scale)
     with pytest.raises(RuntimeError, match="must be"):
-        native.gemv(torch.randn(1, 32), tiles, scale)
+        int8_kernel.gemv(torch.randn(1, 32), tiles, scale)
     with pytest.raises(RuntimeError, match="multiple of 4"):
-        native.pack(torch.zeros(6, 64, dtype=torch.int8))
+        int8_kernel.pack(torch.zeros(6, 64, dtype=torch.int8))
 
 
 def test_shapes_the_kernel_cannot_tile_stay_on_fbgemm() -> None:
@@ -137,3 +118,17 @@ def test_no_compiler_means_fbgemm(monkeypatch: pytest.MonkeyPatch, caplog: pytes
     with caplog.at_level(logging.WARNING, logger="turbotts.model.int8_gemv"):
         assert int8_gemv.build(["-O3"]) is None
     assert "no C++ compiler" in caplog.text
+
+
+def test_builds_are_cached_in_the_checkout_or_in_turbotts_cache_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Per checkout: two checkouts never wait on, or load, each other's builds."""
+    name = "turbotts_int8_gemv_x"
+    monkeypatch.delenv(int8_gemv.CACHE_ENV, raising=False)
+    in_checkout = int8_gemv.build_directory(name)
+    assert in_checkout is not None and in_checkout.is_relative_to(REPO / ".cache" / "torch_extensions")
+    abi = in_checkout.parent.name  # python and torch: a build loads only into their ABI
+    assert in_checkout.name == name and torch.__version__ in abi
+    monkeypatch.setenv(int8_gemv.CACHE_ENV, str(tmp_path))
+    assert int8_gemv.build_directory(name) == tmp_path / "torch_extensions" / abi / name

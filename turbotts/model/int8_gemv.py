@@ -9,10 +9,13 @@ measured 1.4-1.6x faster per matmul there. Larger batches stay on fbgemm,
 whose VNNI multiply does 4x the work per instruction.
 
 Why compiled at run time: ``-march=native`` picks AVX-512 or AVX2 code for the
-CPU that runs it. torch's extension builder caches the build (under
-``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``), keyed here
-by the source and the CPU's flags, so only the first start on a machine pays the
-30-40 s compile. Where there is no C++ compiler, or the build fails, or
+CPU that runs it. The build is cached, keyed here by the source and the CPU's
+flags, so only the first start pays the 30-40 s compile. The cache lives in
+:func:`build_directory`: ``$TURBOTTS_CACHE_DIR/torch_extensions``, else the source
+checkout's ``.cache/torch_extensions``, else torch's own (``TORCH_EXTENSIONS_DIR``,
+by default ``~/.cache/torch_extensions``). Why per checkout: two checkouts that
+shared torch's one folder queued behind each other's build lock and kept each
+other's stale builds. Where there is no C++ compiler, or the build fails, or
 ``TURBOTTS_INT8_GEMV=0``, :func:`load_kernel` returns None, logs why once, and
 every int8 linear runs on fbgemm alone.
 """
@@ -24,6 +27,7 @@ import hashlib
 import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -43,6 +47,7 @@ MAX_ROWS = 3
 TILE_N = 4
 CHUNK_K = 32
 DISABLE_ENV = "TURBOTTS_INT8_GEMV"
+CACHE_ENV = "TURBOTTS_CACHE_DIR"
 
 
 def fits(out_features: int, in_features: int) -> bool:
@@ -63,8 +68,24 @@ def load_kernel() -> ModuleType | None:
     return build(["-O3", "-march=native"])
 
 
+def build_directory(name: str) -> Path | None:
+    """Where the build ``name`` is compiled and cached, or None for torch's default (see the module docstring)."""
+    checkout = Path(__file__).resolve().parents[2]  # a source checkout (``pip install -e .``) has pyproject.toml
+    if os.environ.get(CACHE_ENV):
+        cache = Path(os.environ[CACHE_ENV])
+    elif (checkout / "pyproject.toml").is_file():
+        cache = checkout / ".cache"
+    else:
+        return None  # installed as a package: torch's folder
+    import torch
+
+    # python and torch in the path, as in torch's default folder: a build loads only into their ABI
+    abi = f"py{sys.version_info.major}{sys.version_info.minor}_torch{torch.__version__}"
+    return cache / "torch_extensions" / abi / name
+
+
 def build(arch_flags: list[str]) -> ModuleType | None:
-    """Compile (or load from torch's extension cache) the kernel with ``arch_flags``; None where that fails."""
+    """Compile (or load from the cache) the kernel with ``arch_flags``; None where that fails."""
     if shutil.which(os.environ.get("CXX", "c++")) is None:
         logger.warning("int8 decode kernel not built: no C++ compiler (c++) on PATH; int8 linears run on fbgemm")
         return None
@@ -75,12 +96,16 @@ def build(arch_flags: list[str]) -> ModuleType | None:
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in [*SOURCES, *HEADERS]))
     digest.update(" ".join([*cflags, *sorted(cpu_info().flags)]).encode())
     name = f"turbotts_int8_gemv_{digest.hexdigest()[:12]}"
+    directory = build_directory(name)
     try:
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
         module: ModuleType = cpp_extension.load(
             name,
             [str(path) for path in SOURCES],
             extra_cflags=cflags,
             extra_ldflags=["-fopenmp"],
+            build_directory=None if directory is None else str(directory),
             verbose=False,
         )
     except (OSError, RuntimeError, ImportError) as exc:  # a compiler or linker error

@@ -10,8 +10,11 @@ full 8 bits) and multiply into int32, so their outputs are bit for bit the same:
 adopting it changes speed, never numerics.
 
 Which CPUs: only where fbgemm uses the full 8 bits (VNNI: with 7-bit
-activations the two would differ) and where the probe, one prefill-sized matmul
-timed both ways at start-up, finds oneDNN at least :data:`MIN_SPEEDUP` faster.
+activations the two would differ), where the probe, one prefill-sized matmul
+timed both ways at start-up, finds oneDNN at least :data:`MIN_SPEEDUP` faster, and
+where that matmul's two results are bit for bit equal. (Equal on an AMX Xeon; on an
+AVX-512 VNNI core without AMX the two libraries dequantize in another float order,
+one ulp apart in a third of the outputs, so fbgemm is kept there.)
 So an AMX machine gets it and a CPU where it does not pay keeps fbgemm, with no
 threshold tuned to one of them. The cost: a third int8 copy of each GPT weight
 (oneDNN's packed layout, about 190 MB at full size) on machines that adopt it.
@@ -95,20 +98,32 @@ def choice(reduce_range: bool) -> PrefillChoice:
     if not has_onednn_int8() or "fbgemm" not in torch.backends.quantized.supported_engines:
         return PrefillChoice(False, "this torch build lacks oneDNN's or fbgemm's int8 linear")
     try:
-        onednn_s, fbgemm_s = _probe()
+        probe = _probe()
     except RuntimeError as exc:  # an op that exists but does not run on this CPU
         return PrefillChoice(False, f"oneDNN int8 failed its probe: {exc}")
-    speedup = fbgemm_s / onednn_s
+    speedup = probe.fbgemm_s / probe.onednn_s
     reason = (
-        f"probe ({PROBE_ROWS}x{PROBE_IN}->{PROBE_OUT}): oneDNN {1e3 * onednn_s:.2f} ms, fbgemm {1e3 * fbgemm_s:.2f} ms"
+        f"probe ({PROBE_ROWS}x{PROBE_IN}->{PROBE_OUT}): oneDNN {1e3 * probe.onednn_s:.2f} ms, "
+        f"fbgemm {1e3 * probe.fbgemm_s:.2f} ms"
     )
-    chosen = PrefillChoice(speedup >= MIN_SPEEDUP, reason)
+    if not probe.is_bit_equal:
+        reason += "; oneDNN's results differ from fbgemm's in the last bits here, so fbgemm is kept"
+    chosen = PrefillChoice(probe.is_bit_equal and speedup >= MIN_SPEEDUP, reason)
     logger.info("int8 prefill matmuls on %s (%s)", chosen.name, reason)
     return chosen
 
 
-def _probe() -> tuple[float, float]:
-    """Best-of-5 seconds of one prefill-sized matmul on oneDNN and on fbgemm."""
+@dataclass(frozen=True)
+class ProbeResult:
+    """Best-of-5 seconds of one prefill-sized matmul each way, and whether the two gave the same bits."""
+
+    onednn_s: float
+    fbgemm_s: float
+    is_bit_equal: bool
+
+
+def _probe() -> ProbeResult:
+    """Time one prefill-sized matmul on oneDNN and on fbgemm, and compare their outputs."""
     gen = torch.Generator().manual_seed(0)
     q = torch.randint(-127, 128, (PROBE_OUT, PROBE_IN), dtype=torch.int8, generator=gen)
     scale = torch.full((PROBE_OUT,), 1e-3)
@@ -136,4 +151,5 @@ def _probe() -> tuple[float, float]:
 
     onednn_s = best_of(lambda: matmul(x, packed))
     fbgemm_s = best_of(lambda: torch.ops.quantized.linear_dynamic(x, fbgemm_packed, False))
-    return onednn_s, fbgemm_s
+    is_bit_equal = torch.equal(matmul(x, packed), torch.ops.quantized.linear_dynamic(x, fbgemm_packed, False))
+    return ProbeResult(onednn_s, fbgemm_s, is_bit_equal)
