@@ -22,6 +22,7 @@ from tests.server.guards_util import SPEECH
 from turbotts import TTS, SamplingParams, SynthesisParams
 from turbotts.audio import clip_digest
 from turbotts.model.reference import encode_reference
+from turbotts.server.audio_encoding import to_int16
 from turbotts.server.voices import VoiceStore
 from turbotts.sources import ModelSource, load_model
 
@@ -57,13 +58,14 @@ def _upload(http: httpx.Client, name: str, audio: bytes | None, transcript: str 
     return http.post("/v1/voices", data=data, files=files)
 
 
-def _wav(http: httpx.Client, voice: str) -> np.ndarray:
-    body = {"input": SPOKEN, "voice": voice, "response_format": "wav", "seed": 3}
+def _spoken(http: httpx.Client, voice: str, fmt: str = "wav", dtype: str = "float32") -> np.ndarray:
+    """SPOKEN in ``voice`` over HTTP, decoded (flac is made whole, decoded once as the Python API decodes)."""
+    body = {"input": SPOKEN, "voice": voice, "response_format": fmt, "seed": 3}
     response = http.post(SPEECH, json=body)
     assert response.status_code == 200, response.text
-    samples, rate = sf.read(io.BytesIO(response.content), dtype="float32")
+    samples, rate = sf.read(io.BytesIO(response.content), dtype=dtype)
     assert rate == RATE_HZ
-    return samples
+    return np.asarray(samples)
 
 
 def test_every_format_clones_and_speaks(http: httpx.Client, server: tuple[str, Path]) -> None:
@@ -74,26 +76,16 @@ def test_every_format_clones_and_speaks(http: httpx.Client, server: tuple[str, P
         assert response.status_code == 201, (fmt, response.text)
         body = response.json()
         assert body["kind"] == "reference" and body["transcript"] == CLIP_TEXT and body["has_audio"] is False
-        wav = _wav(http, f"clip-{fmt}")
+        wav = _spoken(http, f"clip-{fmt}")
         assert wav.size > 0 and np.isfinite(wav).all()
     listed = {v["name"]: v for v in http.get("/v1/voices").json()["data"]}
     assert {f"clip-{fmt}" for fmt in clips} <= set(listed) - listed_before
     assert listed["clip-m4a"]["kind"] == "reference"
-    assert not np.array_equal(_wav(http, "clip-wav-16k-stereo"), _wav(http, "alloy"))
+    assert not np.array_equal(_spoken(http, "clip-wav-16k-stereo"), _spoken(http, "alloy"))
 
 
 def _flac_int16(http: httpx.Client, voice: str) -> np.ndarray:
-    """SPOKEN in ``voice`` as 16-bit samples; flac is made whole, decoded once as the Python API decodes."""
-    body = {"input": SPOKEN, "voice": voice, "response_format": "flac", "seed": 3}
-    response = http.post(SPEECH, json=body)
-    assert response.status_code == 200, response.text
-    samples, rate = sf.read(io.BytesIO(response.content), dtype="int16")
-    assert rate == RATE_HZ
-    return np.asarray(samples)
-
-
-def _int16(audio: np.ndarray) -> np.ndarray:
-    return np.round(np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16)  # as the server's encoder rounds
+    return _spoken(http, voice, "flac", "int16")
 
 
 def test_a_cloned_voice_speaks_as_the_engine_does_with_the_clip(http: httpx.Client) -> None:
@@ -105,7 +97,7 @@ def test_a_cloned_voice_speaks_as_the_engine_does_with_the_clip(http: httpx.Clie
     params = SynthesisParams(
         code=SamplingParams(max_new_tokens=MAX_NEW_TOKENS), reference=reference, seed=3, refine_text=False
     )
-    cloned, without = (_int16(tts.synthesize(SPOKEN, p)[0]) for p in (params, replace(params, reference=None)))
+    cloned, without = (to_int16(tts.synthesize(SPOKEN, p)[0]) for p in (params, replace(params, reference=None)))
     assert cloned.shape != without.shape or not np.array_equal(cloned, without)  # the clip changes this synthesis
     over_http = _flac_int16(http, "engine-clip")
     assert over_http.shape == cloned.shape and np.array_equal(over_http, cloned), "the server ignored the clip"
@@ -146,7 +138,7 @@ def test_json_registers_an_existing_spk_smp_string(http: httpx.Client, server: t
     body = {"name": "from-spk-smp", "spk_smp": spk_smp, "transcript": CLIP_TEXT}
     response = http.post("/v1/voices", json=body)
     assert response.status_code == 201 and response.json()["kind"] == "reference", response.text
-    assert np.array_equal(_wav(http, "from-spk-smp"), _wav(http, "source-clip"))
+    assert np.array_equal(_spoken(http, "from-spk-smp"), _spoken(http, "source-clip"))
     no_transcript = http.post("/v1/voices", json={"name": "x1", "spk_smp": spk_smp})
     assert no_transcript.status_code == 422
     broken = http.post("/v1/voices", json={"name": "x2", "spk_smp": "不是", "transcript": "hi"})
@@ -210,7 +202,7 @@ def test_the_clip_reaches_the_logs_only_as_its_digest(http: httpx.Client, caplog
     transcript = "Zyxwq secret words of the clip"
     with caplog.at_level(logging.DEBUG):
         assert _upload(http, "logged-clip", audio, transcript).status_code == 201
-        _wav(http, "logged-clip")
+        _spoken(http, "logged-clip")
     joined = "\n".join(record.getMessage() for record in caplog.records)
     assert clip_digest(audio) in joined
     assert "Zyxwq" not in joined and "secret words" not in joined
