@@ -11,7 +11,7 @@ OLD_REV=${1:?usage: $0 OLD_REV [OUT_DIR]}
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 . .venv/bin/activate
-ISA=$(python -c "from turbotts.cpu import cpu_info; print(cpu_info().isa)")
+ISA=$(python -c "from turbotts.cpu.info import cpu_info; print(cpu_info().isa)")
 OUT=${2:-docs/benchmarks/ab/$ISA}
 mkdir -p "$OUT"
 CKPT=${CKPT:-$HOME/.cache/turbotts-compare/ckpt-full}

@@ -15,7 +15,7 @@ COUNT=${COUNT:-16}
 SEQ_COUNT=${SEQ_COUNT:-4}
 cd "$(dirname "$0")/.."
 . .venv/bin/activate
-ISA=$(python -c "from turbotts.cpu import cpu_info; print(cpu_info().isa)")
+ISA=$(python -c "from turbotts.cpu.info import cpu_info; print(cpu_info().isa)")
 OUT=${3:-docs/benchmarks/compare/$ISA}  # one directory per machine kind: runs on other CPUs never overwrite it
 mkdir -p "$OUT"
 CKPT=${CKPT:-$HOME/.cache/turbotts-compare/ckpt-full}

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-2}
 N=${N:-128}
 COUNT=${COUNT:-6}
-ISA=$(python -c "from turbotts.cpu import cpu_info; print(cpu_info().isa)")
+ISA=$(python -c "from turbotts.cpu.info import cpu_info; print(cpu_info().isa)")
 OUT=${1:-docs/benchmarks/int8_kernel/$ISA}
 mkdir -p "$OUT"
 for round in $(seq "$ROUNDS"); do

@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.browser import chromium_browser  # noqa: E402
 from tests.serve_process import serving  # noqa: E402
-from turbotts.cpu import cpu_info  # noqa: E402
+from turbotts.cpu.info import cpu_info  # noqa: E402
 
 TEXT = "Hello! This is TurboTTS, streaming speech straight into the browser."
 FORMATS = ("pcm", "mp3")

@@ -197,7 +197,7 @@ def main() -> None:
         redis.stop()
     results["single_process_after_ray"] = single_process(tmp)  # the box is shared: is the order what differs?
     results["load_avg_at_end"] = os.getloadavg()
-    from turbotts.cpu import cpu_info
+    from turbotts.cpu.info import cpu_info
 
     results["machine"] = {**cpu_info().report(), "num_cpus": os.cpu_count()}
     args.out.mkdir(parents=True, exist_ok=True)

@@ -160,7 +160,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         results = [run_precision(args.size, q, Path(tmp)) for q in args.quants.split(",")]
-    from turbotts.cpu import cpu_info
+    from turbotts.cpu.info import cpu_info
 
     cpu = cpu_info()
     isa = sorted(f for f in cpu.flags if f.startswith(("avx512", "amx")) or f in ("avx2", "avx_vnni"))

@@ -5,9 +5,9 @@
   ``slow`` ones out: the browser, Ray, Python subprocesses and the kernel builds.
 - ``--partition parallel|serial`` picks one of ``scripts/test.sh``'s two passes: the tests that may
   share the machine with pytest-xdist workers, or the ``serial`` ones (``tests/passes.py`` says why).
-- The kernels are built by the ``int8_kernel`` and ``avx2_kernel`` session fixtures, never at import:
-  collecting a module compiles nothing, and a run compiles each build once (cached per checkout,
-  ``turbotts.model.int8_gemv.build_directory``). Without AVX2 or a compiler they skip, and fail in CI.
+- The C++ extensions come from the install (``setup.py`` builds every variant) through the session
+  fixtures ``int8_kernel`` (the variant this CPU runs), ``avx2_kernel``, ``sampler_kernel`` and
+  ``read_probe``. Without AVX2 they skip; in CI they must be there, prebuilt.
 - Every skip is counted by reason in the closing banner, and in CI only a few reasons may skip
   (``tests/skips.py``).
 """
@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,8 +27,10 @@ from tests.markers import mark
 from tests.passes import count_outcomes, write_report
 from tests.required_tools import is_ci, is_required
 from tests.skips import SkipLedger
-from turbotts.cpu import cpu_info
-from turbotts.model import int8_gemv
+from turbotts.bench.read_probe import load_read_probe
+from turbotts.cpu import variants
+from turbotts.cpu.extensions import Loaded, import_prebuilt, load_kernels, load_sampler
+from turbotts.cpu.info import cpu_info
 
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 #: 2 threads (CI's cores), shared out between xdist workers so that they do not oversubscribe the cores;
@@ -79,31 +80,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = selected
 
 
-def _built(build: Callable[[], ModuleType | None]) -> ModuleType:
-    """The kernels ``build`` returns; where they cannot be built here, a skip (a failure in CI)."""
-    compiler = os.environ.get("CXX", "c++")
-    missing = [what for what, is_there in (("AVX2", "avx2" in cpu_info().flags),
-               (f"C++ compiler ({compiler})", shutil.which(compiler) is not None)) if not is_there]  # fmt: skip
-    if missing:
-        reason = f"the CPU kernels need AVX2 and a C++ compiler, and this machine has no {' and no '.join(missing)}"
+def _loaded(load: Callable[[], Loaded]) -> ModuleType:
+    """The extension ``load`` gives; where it is not there, a skip (a failure in CI, where it must be prebuilt)."""
+    if "avx2" not in cpu_info().flags:
+        reason = "the CPU kernels need AVX2, and this machine has none"
         if is_required("COMPILER"):
             pytest.fail(f"{reason} (required because CI or TURBOTTS_REQUIRE_COMPILER=1 is set)", pytrace=False)
         pytest.skip(reason)
-    kernel = build()
-    assert kernel is not None, "the kernels did not build on an AVX2 machine with a compiler (see the log)"
-    return kernel
+    loaded = load()
+    assert loaded.module is not None, f"no CPU kernels on an AVX2 machine: {loaded.why}"
+    if is_required("COMPILER"):
+        assert loaded.source == "prebuilt", f"CI installs every variant prebuilt, yet: {loaded.why}"
+    return loaded.module
 
 
 @pytest.fixture(scope="session")
 def int8_kernel() -> ModuleType:
-    """The CPU kernels as this CPU runs them (``-march=native``), built once per run, cached per checkout."""
-    return _built(int8_gemv.load_kernel)
+    """The CPU kernels this CPU runs: the best prebuilt variant (a run-time build where none is installed)."""
+    return _loaded(load_kernels)
 
 
 @pytest.fixture(scope="session")
 def avx2_kernel() -> ModuleType:
-    """The CPU kernels as an AVX2-only machine compiles them (``-march=x86-64-v3``, runnable on any AVX2 CPU)."""
-    return _built(lambda: int8_gemv.build(["-O3", "-march=x86-64-v3"]))
+    """The prebuilt AVX2 variant: what an AVX2-only machine runs (and any AVX2 CPU can)."""
+    return _loaded(lambda: Loaded(import_prebuilt("kernels", variants.by_name("avx2")), "avx2", "prebuilt", ""))
+
+
+@pytest.fixture(scope="session")
+def sampler_kernel() -> ModuleType:
+    """The compiled per-row sampler."""
+    return _loaded(load_sampler)
+
+
+@pytest.fixture(scope="session")
+def read_probe() -> ModuleType:
+    """The bench's read loop."""
+    return _loaded(lambda: Loaded(load_read_probe(), "avx2", "prebuilt", "not built"))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

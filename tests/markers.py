@@ -1,11 +1,12 @@
 """The markers ``tests/conftest.py`` puts on tests: found from what a test uses, so no module has to remember them.
 
-- ``kernels``: uses the ``int8_kernel`` or ``avx2_kernel`` fixture (builds the C++ CPU kernels);
+- ``kernels``: uses a fixture of the C++ CPU extensions (``int8_kernel``, ``avx2_kernel``, ``sampler_kernel``,
+  ``read_probe``: prebuilt at install, so not slow);
 - ``subprocess``: starts a Python subprocess: its code, a fixture's, or a ``tests`` helper's it calls
   names ``sys.executable`` (a ``turbotts`` command, a server process, a nested pytest);
 - ``browser``: calls into ``tests/browser.py`` (Debian's Chromium), and so ``serial`` too;
 - ``ray``: lives in ``tests/ray/``;
-- ``slow``: any of the four, the tests ``--quick`` leaves out;
+- ``slow``: a subprocess, the browser or Ray: the tests ``--quick`` leaves out;
 - ``serial``: the browser, and :data:`MARKS_BY_PATH` (what no code shows: that a test measures the
   machine's pace, or loads all of it).
 Why found, not written in each module: a test that starts using a subprocess or the browser leaves
@@ -24,6 +25,8 @@ import pytest
 #: tests; a subprocess started out of sight; a test slow in itself
 MARKS_BY_PATH: dict[str, tuple[str, ...]] = {
     "tests/ray/": ("ray", "serial"),
+    # builds the container image (minutes of both cores) and runs it
+    "tests/deploy/test_image.py": ("serial", "slow"),
     "tests/bench/test_loadtest_admission.py": ("serial",),
     "tests/bench/test_loadtest_underrun.py": ("serial",),
     "tests/server/test_overload_http.py": ("serial",),
@@ -34,8 +37,8 @@ MARKS_BY_PATH: dict[str, tuple[str, ...]] = {
     # LZMA-compresses 512 MiB in the test: 20-70 s, longer than the rest of its module together
     "tests/model/test_speaker.py::test_decompression_bomb_is_refused_before_it_expands": ("slow",),
 }
-KERNEL_FIXTURES = ("int8_kernel", "avx2_kernel")
-SLOW_MARKS = ("kernels", "browser", "ray", "subprocess")
+KERNEL_FIXTURES = ("int8_kernel", "avx2_kernel", "sampler_kernel", "read_probe")
+SLOW_MARKS = ("browser", "ray", "subprocess")
 BROWSER_MODULE = "tests.browser"
 
 

@@ -32,6 +32,7 @@ def start_serve(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -
         "TURBOTTS_VOICES_DB": str(tmp_path / "voices.sqlite3"),
         "TURBOTTS_RATE_LIMIT_RPS": "0",
         "TURBOTTS_DTYPE": "fp32",  # not auto: the same numbers on every CI machine, whatever its ISA
+        "TURBOTTS_QUANT": "none",
         "TURBOTTS_VOCODER_DTYPE": "fp32",
         "TURBOTTS_ADMISSION": "off",  # as in tests/server/conftest.py: admission tests turn it on
         **(env or {}),

@@ -12,9 +12,10 @@ from collections.abc import Collection
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "turbotts"
-BASE = {"errors", "config", "params", "optional", "redaction", "audio", "digests", "cpu"}
-LAYERS_BELOW_CLI = ("text", "model", "engine", "cache", "guard", "sources", "api", "server", "cli_options", "bench",
-                    "quality", "seal_commands", "serve_command", "say_captions", "scaleout")  # fmt: skip
+BASE = {"errors", "config", "params", "optional", "redaction", "audio", "digests"}
+LAYERS_BELOW_CLI = ("text", "model", "cpu", "fidelity", "engine", "cache", "guard", "sources", "api", "server",
+                    "cli_options", "bench", "quality", "seal_commands", "serve_command", "say_captions",
+                    "scaleout")  # fmt: skip
 #: layer -> the layers it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
@@ -24,19 +25,20 @@ ALLOWED: dict[str, set[str]] = {
     "redaction": set(),
     "audio": {"errors"},
     "digests": set(),
-    "cpu": set(),
     "text": BASE,
-    "model": BASE,  # the model never knows about requests, guards or the server
-    "engine": BASE | {"text", "model"},  # requests meet tensors here, and only here
+    "model": BASE,  # the model never knows about requests, guards, the server, or CPUs
+    "cpu": BASE | {"model"},  # the CPU speed path swaps modules into the model; the model never imports it
+    "fidelity": BASE | {"model", "cpu"},  # how far a faster mode moves the output, and the auto gate on it
+    "engine": BASE | {"text", "model", "cpu"},  # requests meet tensors here, and only here
     "cache": BASE,
     "guard": BASE | {"cache", "text"},  # guards never import the model or the engine
-    "sources": BASE | {"model", "guard"},
+    "sources": BASE | {"model", "cpu", "fidelity", "guard"},
     "seal_commands": BASE | {"model", "guard"},
     "api": BASE | {"model", "engine", "text", "sources"},
-    "server": BASE | {"text", "model", "engine", "cache", "guard", "sources", "api", "quality"},
+    "server": BASE | {"text", "model", "cpu", "fidelity", "engine", "cache", "guard", "sources", "api", "quality"},
     "cli_options": BASE | {"sources"},
-    "bench": BASE | {"text", "model", "engine", "sources", "api", "cli_options"},
-    "quality": BASE | {"text", "model", "engine", "sources", "api", "cli_options", "bench"},
+    "bench": BASE | {"text", "model", "cpu", "fidelity", "engine", "sources", "api", "cli_options"},
+    "quality": BASE | {"text", "model", "cpu", "fidelity", "engine", "sources", "api", "cli_options", "bench"},
     "say_captions": BASE | {"text", "api", "server"},  # `say --captions` and SSML: the server's assembler
     "scaleout": BASE | {"text", "server"},  # Ray Serve around the unchanged server
     "serve_command": BASE | {"sources", "server", "cli_options", "scaleout"},

@@ -81,7 +81,7 @@ def say(
     public_key: PublicKeyOpt = None,
     device: DeviceOpt = "cpu",
     dtype: DtypeOpt = "auto",
-    quant: QuantOpt = "none",
+    quant: QuantOpt = "auto",
     voice: Annotated[str | None, typer.Option("--voice", help="Official voice string.")] = None,
     seed: Annotated[
         int | None, typer.Option("--seed", help="Random voice from this seed; also seeds sampling.")
@@ -285,6 +285,7 @@ def _register_commands() -> None:
     from turbotts.bench.command import bench
     from turbotts.bench.fuzz_command import fuzz
     from turbotts.bench.loadtest_command import loadtest
+    from turbotts.bench.ort_vocoder import ort_vocoder
     from turbotts.quality.check import quality_app
     from turbotts.quality.sweep import quant_sweep
     from turbotts.serve_command import serve
@@ -294,6 +295,7 @@ def _register_commands() -> None:
     app.command("fuzz")(fuzz)
     app.command("loadtest")(loadtest)
     app.command("quant-sweep")(quant_sweep)
+    app.command("ort-vocoder")(ort_vocoder)
     app.add_typer(quality_app, name="quality")
 
 

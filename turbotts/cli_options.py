@@ -30,10 +30,12 @@ LoadFormatOpt = Annotated[
 DummySizeOpt = Annotated[str, typer.Option("--dummy-size", help="Size of dummy weights: tiny or full.")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")]
 DtypeOpt = Annotated[
-    str, typer.Option("--dtype", help="GPT weight precision: auto (the fastest native one here), fp32, bf16 or fp16.")
+    str, typer.Option("--dtype", help="GPT precision: auto (the fastest mode that passes the quality gate), fp32, "
+                      "bf16 or fp16.")
 ]
 QuantOpt = Annotated[
-    str, typer.Option("--quant", help="GPT weight quantization: none, int8, or auto (int8 where it is faster).")
+    str, typer.Option("--quant", help="GPT weight quantization: auto (int8 where faster and it passes the quality "
+                      "gate against fp32), none (bit-exact) or int8.")
 ]
 KeyEnvOpt = Annotated[
     str | None,

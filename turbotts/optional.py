@@ -26,6 +26,9 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "websockets": ("websockets", "server"),
     "yaml": ("pyyaml", "server"),
     "httpx": ("httpx", "server"),  # the `turbotts loadtest` client
+    "onnxruntime": ("onnxruntime", "ort"),  # `turbotts ort-vocoder`
+    "onnx": ("onnx", "ort"),
+    "onnxscript": ("onnxscript", "ort"),
     "ray": ("ray[serve]", "ray"),  # serve --backend ray
 }
 #: what ``turbotts serve`` imports (matplotlib draws benchmark plots, httpx is the load test's client:

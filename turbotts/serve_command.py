@@ -35,9 +35,17 @@ def serve(
     key_env: KeyEnvOpt = None,
     public_key: PublicKeyOpt = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N.")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="GPT weight precision: fp32, bf16 or fp16.")] = None,
-    quant: Annotated[str | None, typer.Option("--quant", help="GPT weight quantization: none or int8.")] = None,
-    vocoder_dtype: Annotated[str | None, typer.Option("--vocoder-dtype", help="Decoder/Vocos: fp32 or bf16.")] = None,
+    dtype: Annotated[
+        str | None, typer.Option("--dtype", help="GPT precision: auto (default), fp32, bf16 or fp16.")
+    ] = None,
+    quant: Annotated[
+        str | None,
+        typer.Option("--quant", help="auto (default: int8 where faster and it passes the quality gate against fp32), "
+                     "none (bit-exact) or int8."),
+    ] = None,
+    vocoder_dtype: Annotated[
+        str | None, typer.Option("--vocoder-dtype", help="Decoder/Vocos: auto (default), fp32 or bf16.")
+    ] = None,
     kv_dtype: Annotated[
         str | None, typer.Option("--kv-dtype", help="KV cache: auto (bf16 under the int8 decode stack), fp32, bf16.")
     ] = None,

@@ -14,12 +14,14 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from turbotts.cpu.precision import resolve_precision
+from turbotts.cpu.quant import speedup_for
 from turbotts.errors import CheckpointError
+from turbotts.fidelity.gate import GatedPrecision, GateThresholds, gate_precision
 from turbotts.model import checkpoint as ckpt
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.files import CheckpointFiles, DirectoryFiles, MemoryFiles
 from turbotts.model.loader import build_model, model_config_of, speaker_stats_of
-from turbotts.model.precision import resolve_precision
 from turbotts.model.speaker import SpeakerStats
 
 logger = logging.getLogger(__name__)
@@ -110,14 +112,31 @@ def open_files(source: ModelSource, *, verify: bool = True) -> CheckpointFiles:
 def load_model(source: ModelSource, *, device: str = "cpu", dtype: str = "fp32", quant: str = "none") -> ChatTTSModel:
     """Load everything a synthesis needs (see :func:`open_files` and :func:`build_model` for errors).
 
-    ``dtype`` and ``quant`` may be ``auto``: :func:`resolve_precision` picks for this machine and the log says why.
+    ``dtype`` and ``quant`` may be ``auto``: see :func:`load_model_gated`.
     """
-    if "auto" in (dtype, quant):
-        precision = resolve_precision(dtype, quant, "fp32", device)
-        logger.info("precision %s/%s on %s: %s", precision.dtype, precision.quant, precision.isa,
-                    "; ".join(precision.reasons))  # fmt: skip
-        dtype, quant = precision.dtype, precision.quant
-    return build_model(open_files(source), device=device, dtype=dtype, quant=quant)
+    return load_model_gated(source, device=device, dtype=dtype, quant=quant)[0]
+
+
+def load_model_gated(
+    source: ModelSource, *, device: str = "cpu", dtype: str = "fp32", quant: str = "none",
+    vocoder_dtype: str = "fp32", thresholds: GateThresholds | None = None,
+) -> tuple[ChatTTSModel, GatedPrecision]:  # fmt: skip
+    """Load, resolving ``auto`` modes: on CPU the speed probe proposes faster modes and the quality
+    gate (:mod:`turbotts.fidelity.gate`) adopts those that match fp32 on these weights; on a GPU,
+    ``auto`` is bf16 (fp16 without it). The choice and its reasons are logged.
+    """
+    files = open_files(source)
+    if "auto" not in (dtype, quant, vocoder_dtype) or not device.startswith("cpu"):
+        precision = resolve_precision(dtype, quant, vocoder_dtype, device)
+        model = build_model(files, device=device, dtype=precision.dtype, speedup=speedup_for(precision.quant))
+        return model, GatedPrecision(precision, (), 0.0)
+    explicit_speedup = None if quant == "auto" else speedup_for(quant)
+    model = build_model(files, device=device, dtype="fp32" if dtype == "auto" else dtype, speedup=explicit_speedup)
+    model, gated = gate_precision(model, dtype, quant, vocoder_dtype, thresholds or GateThresholds())
+    chosen = gated.precision
+    logger.info("precision %s/%s, vocoder %s on %s (%.1f s to choose): %s", chosen.dtype, chosen.quant,
+                chosen.vocoder_dtype, chosen.isa, gated.seconds, "; ".join(chosen.reasons))  # fmt: skip
+    return model, gated
 
 
 def speaker_stats_for(source: ModelSource) -> SpeakerStats:

@@ -16,6 +16,8 @@ import pytest
 
 from tests.cli_runner import CliRun, run_cli, run_subprocess
 from turbotts.bench import command, roofline
+from turbotts.cpu.extensions import load_kernels
+from turbotts.cpu.variants import VARIANTS
 
 REQUIRED = (
     "throughput_audio_s_per_s",
@@ -98,6 +100,19 @@ def test_default_reports_fp32_and_auto_quant_with_the_isa_and_the_choice(tmp_pat
     if auto["precision"]["quant"] == "int8":  # which matmul runs prefill-sized int8 calls, and why
         assert auto["int8_prefill"]["matmul"] in ("onednn", "fbgemm") and auto["int8_prefill"]["reason"]
     assert {r["quant"] for r in report["runs"]} == {"none", "auto"}
+    gate = auto["precision"]["gate"]  # auto went through the quality gate, which says what it measured
+    assert [v["mode"] for v in gate][:1] in (["int8"], ["bf16"], []) and auto["precision"]["gate_seconds"] >= 0
+    if gate and gate[0]["mode"] == "int8":
+        assert gate[0]["is_adopted"] == (auto["precision"]["quant"] == "int8")
+
+
+@pytest.mark.usefixtures("int8_kernel")
+def test_the_json_names_the_kernel_build_in_use(tmp_path: Path) -> None:
+    report = bench_report(tmp_path, "k", "--quant", "int8", "--mode", "continuous", "--num-requests", "1",
+                          "--concurrency", "1", "--output-len", "4")  # fmt: skip
+    kernels = report["machine"]["cpu_kernels"]
+    assert kernels == report["probes_by_quant"]["int8"]["cpu_kernels"] == load_kernels().report()
+    assert kernels["source"] == "prebuilt" and kernels["variant"] in {v.name for v in VARIANTS}
 
 
 def test_max_prefill_tokens_spreads_the_prefill_of_requests_arriving_together(tmp_path: Path) -> None:

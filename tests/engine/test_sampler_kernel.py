@@ -1,9 +1,8 @@
-"""The compiled per-row sampler (``model/kernels/sample_rows.cpp``) against the torch sampler and
+"""The compiled per-row sampler (``cpu/kernels/sample_rows.cpp``) against the torch sampler and
 the official golden probabilities, and where the engine uses it.
 
-The kernel is built for real (once per run by the ``int8_kernel`` fixture, cached per checkout); a
-machine without a C++ compiler or AVX2 skips these (CI fails them) and samples with torch ops (the
-rest of ``test_sampler.py``).
+The sampler is the installed build (the ``sampler_kernel`` fixture); a machine without AVX2 skips
+these (CI fails them) and samples with torch ops (the rest of ``test_sampler.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from turbotts import EngineConfig, SamplingParams, SynthesisParams
 from turbotts.engine.core import EngineCore
 from turbotts.engine.model_runner import FUSED_SAMPLER_ENV
 from turbotts.engine.sampler import PENALTY_WINDOW, SamplingBatch, process_logits, sample, sample_on_kernel
-from turbotts.model import int8_gemv
 from turbotts.sources import ModelSource, load_model
 
 VOCAB = 626
@@ -41,7 +39,7 @@ def _random_batch(num_rows: int, g: torch.Generator, *, top_p: float, top_k: int
 
 
 @pytest.mark.parametrize("name", ["k1", "k2"])
-def test_kernel_probabilities_match_the_official_pipeline(int8_kernel: ModuleType, name: str) -> None:
+def test_kernel_probabilities_match_the_official_pipeline(sampler_kernel: ModuleType, name: str) -> None:
     golden = tensors("k_sampling")
     params = case("k_sampling")["params"][name]
     logits = golden[f"{name}_logits"]
@@ -58,7 +56,7 @@ def test_kernel_probabilities_match_the_official_pipeline(int8_kernel: ModuleTyp
         steps=torch.zeros(num_rows, dtype=torch.long),
     )
     probs = torch.zeros(num_rows, VOCAB)
-    ids = sample_on_kernel(int8_kernel, logits, batch, EOS, probs)
+    ids = sample_on_kernel(sampler_kernel, logits, batch, EOS, probs)
     torch.testing.assert_close(probs, golden[f"{name}_probs"], rtol=0, atol=1e-6)
     assert bool((probs.gather(1, ids[:, None]) > 0).all()), "drew an id the filters dropped"
 
@@ -67,7 +65,7 @@ def test_kernel_probabilities_match_the_official_pipeline(int8_kernel: ModuleTyp
     ("top_p", "top_k", "penalty"), [(0.7, 20, 1.05), (1.0, 600, 1.0), (0.05, 1, 1.3), (0.95, 5, 1.0)]
 )
 def test_kernel_draws_what_the_torch_sampler_draws(
-    int8_kernel: ModuleType, top_p: float, top_k: int, penalty: float
+    sampler_kernel: ModuleType, top_p: float, top_k: int, penalty: float
 ) -> None:
     num_equal = num_rows = 0
     for trial in range(60):
@@ -75,7 +73,7 @@ def test_kernel_draws_what_the_torch_sampler_draws(
         logits = torch.randn(4, VOCAB, generator=g) * 3
         batch = _random_batch(4, g, top_p=top_p, top_k=top_k, penalty=penalty)
         probs = torch.zeros(4, VOCAB)
-        ids = sample_on_kernel(int8_kernel, logits, batch, EOS, probs)
+        ids = sample_on_kernel(sampler_kernel, logits, batch, EOS, probs)
         want = sample(logits, batch, EOS)
         sampled = ~batch.is_greedy
         torch.testing.assert_close(
@@ -89,29 +87,29 @@ def test_kernel_draws_what_the_torch_sampler_draws(
     assert num_equal >= 0.99 * num_rows
 
 
-def test_kernel_keeps_three_tokens_and_a_row_does_not_depend_on_the_others(int8_kernel: ModuleType) -> None:
+def test_kernel_keeps_three_tokens_and_a_row_does_not_depend_on_the_others(sampler_kernel: ModuleType) -> None:
     g = torch.Generator().manual_seed(7)
     logits = torch.randn(6, VOCAB, generator=g)
     batch = _random_batch(6, g, top_p=0.01, top_k=1, penalty=1.05)
     batch = SamplingBatch(**{**vars(batch), "is_greedy": torch.zeros(6, dtype=torch.bool)})
     probs = torch.zeros(6, VOCAB)
-    together = sample_on_kernel(int8_kernel, logits, batch, EOS, probs)
+    together = sample_on_kernel(sampler_kernel, logits, batch, EOS, probs)
     kept = (probs > 0).sum(-1)
     want = torch.isfinite(process_logits(logits, batch, EOS)).sum(-1)
     assert torch.equal(kept, want) and bool((kept >= 2).all())  # 3 kept, EOS banned on some rows
     for row in range(6):
         single = SamplingBatch(**{f: getattr(batch, f)[row : row + 1] for f in batch.__dataclass_fields__})
-        assert sample_on_kernel(int8_kernel, logits[row : row + 1], single, EOS).item() == together[row].item()
+        assert sample_on_kernel(sampler_kernel, logits[row : row + 1], single, EOS).item() == together[row].item()
 
 
-def test_kernel_refuses_inputs_of_the_wrong_shape(int8_kernel: ModuleType) -> None:
+def test_kernel_refuses_inputs_of_the_wrong_shape(sampler_kernel: ModuleType) -> None:
     g = torch.Generator().manual_seed(0)
     batch = _random_batch(4, g, top_p=0.7, top_k=20, penalty=1.0)
     with pytest.raises(RuntimeError, match="sample_rows: top_k/seeds/steps/history"):
         short = SamplingBatch(**{**vars(batch), "seeds": batch.seeds[:3]})
-        sample_on_kernel(int8_kernel, torch.randn(4, VOCAB), short, EOS)
+        sample_on_kernel(sampler_kernel, torch.randn(4, VOCAB), short, EOS)
     with pytest.raises(RuntimeError, match="eos id"):
-        sample_on_kernel(int8_kernel, torch.randn(4, VOCAB), batch, VOCAB)
+        sample_on_kernel(sampler_kernel, torch.randn(4, VOCAB), batch, VOCAB)
 
 
 def _speak(quant: str, monkeypatch: pytest.MonkeyPatch, fused: str) -> tuple[ModuleType | None, np.ndarray]:
@@ -125,25 +123,12 @@ def _speak(quant: str, monkeypatch: pytest.MonkeyPatch, fused: str) -> tuple[Mod
     return core.runner.sampling_kernel, outputs[-1].audio
 
 
+@pytest.mark.usefixtures("int8_kernel")  # the engine samples on the C++ sampler only where the int8 kernels load
 def test_the_engine_samples_int8_steps_on_the_kernel_with_the_same_audio(
-    int8_kernel: ModuleType, monkeypatch: pytest.MonkeyPatch
+    sampler_kernel: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     on_kernel, audio = _speak("int8", monkeypatch, "1")
     off_kernel, torch_audio = _speak("int8", monkeypatch, "0")
     float_kernel, _ = _speak("none", monkeypatch, "1")
-    assert on_kernel is int8_gemv.load_kernel() and off_kernel is None and float_kernel is None
+    assert on_kernel is sampler_kernel and off_kernel is None and float_kernel is None
     assert len(audio) > 0 and np.array_equal(audio, torch_audio)  # the same codes drawn, frame by frame
-
-
-def test_the_avx2_build_samples_as_the_native_one(int8_kernel: ModuleType, avx2_kernel: ModuleType) -> None:
-    for trial in range(20):
-        g = torch.Generator().manual_seed(100 + trial)
-        logits = torch.randn(8, VOCAB, generator=g) * 3
-        batch = _random_batch(8, g, top_p=0.8, top_k=30, penalty=1.1)
-        probs, probs_avx2 = torch.zeros(8, VOCAB), torch.zeros(8, VOCAB)
-        ids = sample_on_kernel(int8_kernel, logits, batch, EOS, probs)
-        ids_avx2 = sample_on_kernel(avx2_kernel, logits, batch, EOS, probs_avx2)
-        assert torch.equal(ids, ids_avx2)
-        torch.testing.assert_close(probs_avx2, probs, rtol=0, atol=1e-7)
-    words = torch.randint(-(2**62), 2**62, (4099,), dtype=torch.int64)
-    assert avx2_kernel.xor_words(words) == int8_kernel.xor_words(words)

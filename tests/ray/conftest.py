@@ -76,6 +76,7 @@ def tiny_settings(redis_url: str, port: int, **overrides: Any) -> Any:
         "load_format": "dummy",
         "dummy_size": "tiny",
         "dtype": "fp32",
+        "quant": "none",
         "vocoder_dtype": "fp32",
         "max_new_tokens": MAX_NEW_TOKENS,
         "kv_budget_bytes": 64 * 2**20,

@@ -33,7 +33,8 @@ def running_server(
     values: dict[str, Any] = {
         "load_format": "dummy",
         "dummy_size": "tiny",
-        "dtype": "fp32",  # not auto: the same numbers on every CI machine, whatever its ISA
+        "dtype": "fp32",  # not auto: the same numbers on every CI machine, whatever its ISA (and no gate to wait on)
+        "quant": "none",
         "vocoder_dtype": "fp32",
         "voices_db": tmp_dir / "voices.sqlite3",
         "max_new_tokens": MAX_NEW_TOKENS,

@@ -37,11 +37,12 @@ from turbotts.cli_options import (
     model_source,
 )
 from turbotts.config import DECODE_MODES, KV_DTYPES, EngineConfig, StreamingConfig
-from turbotts.cpu import cpu_info
+from turbotts.cpu.extensions import load_kernels
+from turbotts.cpu.info import cpu_info
+from turbotts.cpu.precision import resolve_precision
 from turbotts.engine.model_runner import kv_cache_dtype
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.loader import release_freed_memory
-from turbotts.model.precision import resolve_precision
 from turbotts.optional import require
 
 PROBE_FRAMES = 48
@@ -118,7 +119,7 @@ def bench(
     """Measure throughput, TTFA, latency and step times of the engine (JSON + optional PNG)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from turbotts.sources import load_model
+    from turbotts.sources import load_model_gated
 
     if plot_path is not None:
         require("matplotlib", purpose="--plot")
@@ -140,8 +141,9 @@ def bench(
 
     if vocoder_dtype not in ("auto", "fp32", "bf16"):
         raise typer.BadParameter("--vocoder-dtype must be auto, fp32 or bf16")
-    precisions = {q: resolve_precision(dtype, q, vocoder_dtype, device) for q in _list(quant, str, "--quant")}
-    quants = list(precisions)
+    quants = list(dict.fromkeys(_list(quant, str, "--quant")))
+    for quant_mode in quants:  # a bad mode fails here, before any weights load
+        resolve_precision(dtype, quant_mode, vocoder_dtype, device)
     source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
     try:
         streaming = StreamingConfig(
@@ -168,10 +170,12 @@ def bench(
     probes: dict[str, dict[str, Any]] = {}
     is_dummy = True
     for quant_mode in quants:  # one model at a time, same workload: ratios come from one run
-        precision = precisions[quant_mode]
-        engine_config = dataclasses.replace(base_config, vocoder_dtype=precision.vocoder_dtype)
         is_peak_per_phase = reset_peak_rss()
-        model = load_model(source, device=device, dtype=precision.dtype, quant=precision.quant)
+        model, gated = load_model_gated(
+            source, device=device, dtype=dtype, quant=quant_mode, vocoder_dtype=vocoder_dtype
+        )
+        precision = gated.precision
+        engine_config = dataclasses.replace(base_config, vocoder_dtype=precision.vocoder_dtype)
         is_dummy = model.is_dummy
         mode_name = f"{precision.dtype}/{precision.quant}/vocoder {precision.vocoder_dtype}"
         if model.is_dummy:
@@ -184,7 +188,8 @@ def bench(
         runs_int8_kernel = int8_kernel_name(model) not in (None, "fbgemm")
         cached_rate = measure_int8_kernel_cached_bytes_per_s() if runs_int8_kernel else None
         probes[quant_mode] = {
-            "precision": precision.report(),
+            "precision": gated.report(),
+            "cpu_kernels": load_kernels().report(),
             "batch1_step_ms": 1000 * batch1_step_s,
             "roofline_step_ms": 1000 * weight_bytes / bandwidth,
             "roofline_ratio": batch1_step_s * bandwidth / weight_bytes,
@@ -258,6 +263,7 @@ def bench(
             },
             "machine": {
                 "cpu": cpu_info().report(),
+                "cpu_kernels": load_kernels().report(),
                 "cpu_count": os.cpu_count(),
                 "platform": platform.platform(),
                 "python": platform.python_version(),

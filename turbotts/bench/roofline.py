@@ -11,10 +11,11 @@ import time
 
 import torch
 
-from turbotts.model import int8_gemv, int8_prefill
+from turbotts.bench.read_probe import load_read_probe
+from turbotts.cpu import int8_gemv, int8_prefill
+from turbotts.cpu.huge_pages import huge_page_bytes
+from turbotts.cpu.quant import REDUCE_RANGE, Int8Linear, stored_weight_bytes
 from turbotts.model.chattts import ChatTTSModel
-from turbotts.model.huge_pages import huge_page_bytes
-from turbotts.model.quant import REDUCE_RANGE, Int8Linear, stored_weight_bytes
 
 BANDWIDTH_PROBE_BYTES = 2**30  # far larger than any last-level cache
 
@@ -33,14 +34,14 @@ def measure_bandwidth_bytes_per_s(num_bytes: int = BANDWIDTH_PROBE_BYTES, repeat
 
 
 def measure_read_bytes_per_s(num_bytes: int, repeats: int = 5) -> float | None:
-    """Best-of-N speed of a plain read loop (the compiled kernels' ``xor_words``) over ``num_bytes``;
-    None where the kernels are not built here.
+    """Best-of-N speed of a plain read loop (:mod:`turbotts.bench.read_probe`) over ``num_bytes``;
+    None where it is not built here.
 
     Why beside the probe: torch's sum is not the fastest reader, and a buffer the size of the
     weights may partly stay in a large last-level cache between steps, as the weights do, which
     a 1 GiB probe cannot. A step measured against this is held to what its weights can stream at.
     """
-    kernel = int8_gemv.load_kernel()
+    kernel = load_read_probe()
     if kernel is None:
         return None
     data = torch.ones(max(8, num_bytes // 8 * 8), dtype=torch.uint8)

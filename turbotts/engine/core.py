@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from turbotts.config import EngineConfig
+from turbotts.cpu.precision import resolve_precision
 from turbotts.engine.batch import RunnerOutput
 from turbotts.engine.kv import KVLayout, plan_kv_layout
 from turbotts.engine.model_runner import ModelRunner, kv_cache_dtype
@@ -22,7 +23,6 @@ from turbotts.engine.streaming import AudioStream, DecodeWindow
 from turbotts.engine.vocoder_runner import VocoderRunner
 from turbotts.errors import InvalidInputError
 from turbotts.model.chattts import ChatTTSModel
-from turbotts.model.precision import resolve_precision
 from turbotts.model.reference import reference_codes
 from turbotts.model.tokenizer import decorate_code_prompt, decorate_refine_prompt
 from turbotts.params import SynthesisParams

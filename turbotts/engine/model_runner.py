@@ -9,41 +9,43 @@ never requests.
 from __future__ import annotations
 
 import logging
-import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from types import ModuleType
 
 import torch
 
+from turbotts.cpu import int8_gemv
+from turbotts.cpu.extensions import load_sampler
+from turbotts.cpu.quant import is_quantized
+from turbotts.cpu.settings import SWITCHES, cpu_settings
 from turbotts.engine.batch import DecodeItem, PrefillItem, RunnerOutput, SchedulerOutput
 from turbotts.engine.cuda_graphs import StaticDecoder
 from turbotts.engine.kv import KVLayout
 from turbotts.engine.sampler import PENALTY_WINDOW, SamplingBatch, column_seeds, sample
 from turbotts.engine.sequence import SequenceKind
-from turbotts.model import int8_gemv
 from turbotts.model.attention import DecodeMetadata, DecodeStrategy, PrefillMetadata
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.gpt import GPT
-from turbotts.model.quant import is_quantized
 from turbotts.model.speaker import apply_speaker, decode_voice, encode_voice, sample_random_voice
 
 VOICE_CACHE_SIZE = 256
 #: ``TURBOTTS_FUSED_SAMPLER=0`` samples with torch ops even where the compiled kernels are loaded (for A/B runs)
-FUSED_SAMPLER_ENV = "TURBOTTS_FUSED_SAMPLER"
+FUSED_SAMPLER_ENV = SWITCHES["fused_sampler"][0]
 
 logger = logging.getLogger(__name__)
 
 
 def sampling_kernel(model: ChatTTSModel) -> ModuleType | None:
-    """The compiled kernels to sample with: where an int8 GPT on CPU already loaded them (its
-    steps are short enough for the torch sampler's ~0.5 ms to count, and nothing is compiled
-    for it), unless switched off."""
-    if os.environ.get(FUSED_SAMPLER_ENV, "1") == "0" or model.device.type != "cpu":
+    """The compiled sampler: for an int8 GPT on CPU (its steps are short enough for the torch
+    sampler's ~0.5 ms to count), where the int8 kernels load too, unless switched off."""
+    if not cpu_settings().fused_sampler or model.device.type != "cpu":
         return None
     if not is_quantized(model.modules.gpt):
         return None
-    kernel = int8_gemv.load_kernel()
+    if int8_gemv.load_kernel() is None:
+        return None
+    kernel = load_sampler().module
     if kernel is not None:
         logger.info("sampling on the compiled CPU kernels (%s=0 samples with torch ops)", FUSED_SAMPLER_ENV)
     return kernel

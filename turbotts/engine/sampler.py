@@ -12,7 +12,7 @@ nothing else in the batch, need no generator state, and stay reproducible
 across restarts and devices.
 
 On CPU, where the model's compiled kernels are loaded (int8), :func:`sample`
-runs the same pipeline as one C++ call per step (``model/kernels/sample_rows.cpp``):
+runs the same pipeline as one C++ call per step (``cpu/kernels/sample_rows.cpp``):
 the ~60 small torch ops cost 0.5-0.7 ms, a twentieth of an int8 batch-1 step.
 """
 
@@ -140,7 +140,7 @@ def greedy_ids(logits: torch.Tensor, batch: SamplingBatch, eos_id: int) -> torch
 def sample(logits: torch.Tensor, batch: SamplingBatch, eos_id: int, kernel: ModuleType | None = None) -> torch.Tensor:
     """Pick the next id of every row: (R, V) logits -> (R,) int64.
 
-    ``kernel``: the compiled CPU kernels (``model.int8_gemv.load_kernel()``) to run it as one call
+    ``kernel``: the compiled CPU sampler (``turbotts.cpu.extensions.load_sampler()``) to run it as one call
     where the logits are on CPU; None: torch ops.
     """
     if kernel is not None and logits.device.type == "cpu":

@@ -8,7 +8,7 @@ On CPU the vocoder's matmuls cost about 40% of the GPT's per audio frame, so
 ``bf16`` (autocast; native on CPUs with AVX512-BF16 and on GPUs) makes it about
 3x faster, at a measured max error of about 6e-3 on a 0.35-peak signal
 (random full-size weights). fp32 stays the default: it is exact to the official.
-With bf16 the modules' weights are cast once (:mod:`turbotts.model.bf16_weights`),
+With bf16 the modules' weights are cast once (:mod:`turbotts.cpu.bf16_weights`),
 not by autocast on every call: a chunk decode is bound by its weight reads.
 """
 
@@ -19,8 +19,8 @@ from collections import defaultdict
 import numpy as np
 import torch
 
+from turbotts.cpu.bf16_weights import AudioDecoders, bf16_audio_decoders
 from turbotts.engine.streaming import DecodeWindow
-from turbotts.model.bf16_weights import AudioDecoders, bf16_audio_decoders
 from turbotts.model.chattts import ChatTTSModel
 
 

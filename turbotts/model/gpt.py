@@ -41,7 +41,7 @@ def kv_bytes_per_token(config: GPTConfig, dtype: torch.dtype = torch.float32) ->
 
 
 class FusedDecode(Protocol):
-    """A faster :meth:`GPT.decode` for the steps it accepts (see :mod:`turbotts.model.int8_decode`)."""
+    """A faster :meth:`GPT.decode` for the steps it accepts (see :mod:`turbotts.cpu.int8_decode`)."""
 
     def accepts(self, inputs_embeds: Tensor, cache: KVCache) -> bool: ...
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
@@ -29,7 +30,8 @@ from turbotts.model.tokenizer import Tokenizer
 logger = logging.getLogger(__name__)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-QUANT_MODES = ("none", "int8")
+#: swaps the GPT's linears for faster ones after placement (int8 on CPU: :func:`turbotts.cpu.quant.quantize_gpt`)
+Speedup = Callable[[ChatTTSModules], None]
 
 
 def _load_strict(module: nn.Module, state: dict[str, torch.Tensor], name: str) -> None:
@@ -84,10 +86,10 @@ def release_freed_memory() -> None:
         trim(0)
 
 
-def _place(modules: ChatTTSModules, device: str, dtype: str, quant: str) -> tuple[torch.device, torch.dtype]:
-    """Place the modules; only the GPT and its embeddings/heads take ``dtype`` and ``quant``."""
-    if quant not in QUANT_MODES:
-        raise CheckpointError(f"--quant must be one of {', '.join(QUANT_MODES)}, not {quant!r}")
+def _place(
+    modules: ChatTTSModules, device: str, dtype: str, speedup: Speedup | None
+) -> tuple[torch.device, torch.dtype]:
+    """Place the modules; only the GPT and its embeddings/heads take ``dtype`` and ``speedup``."""
     if dtype not in DTYPES:
         raise CheckpointError(f"--dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
     try:
@@ -99,10 +101,8 @@ def _place(modules: ChatTTSModules, device: str, dtype: str, quant: str) -> tupl
     modules.eval().requires_grad_(False).to(target)
     modules.gpt.to(DTYPES[dtype])
     modules.embed.to(DTYPES[dtype])
-    if quant != "none":
-        from turbotts.model.quant import quantize_gpt
-
-        quantize_gpt(modules, quant)
+    if speedup is not None:
+        speedup(modules)
     else:
         # one matmul for q/k/v, gate/up and the 4 code heads, prepacked for oneDNN on CPU:
         # about 2x faster small-batch decode (the unfused weights stay the source of truth)
@@ -149,13 +149,13 @@ def speaker_stats_of(config: ModelConfig) -> SpeakerStats:
 
 
 def build_model(
-    files: CheckpointFiles, *, device: str = "cpu", dtype: str = "fp32", quant: str = "none"
+    files: CheckpointFiles, *, device: str = "cpu", dtype: str = "fp32", speedup: Speedup | None = None
 ) -> ChatTTSModel:
     """The one place a :class:`ChatTTSModel` is assembled: config, weights, tokenizer, speaker statistics.
 
     Raises:
         CheckpointError: a file is missing, unreadable or of the wrong shape (named), or a bad
-            device, dtype or quantization mode.
+            device or dtype.
     """
     config = model_config_of(files)
     modules = ChatTTSModules(config, defer_gpt_weights=True)
@@ -163,9 +163,9 @@ def build_model(
     release_freed_memory()
     tokenizer_json = files.read(ckpt.TOKENIZER_FILE).decode("utf-8")
     tokenizer = Tokenizer.from_json(tokenizer_json, config.gpt.num_text_tokens)
-    placed_device, placed_dtype = _place(modules, device, dtype, quant)
+    placed_device, placed_dtype = _place(modules, device, dtype, speedup)
     own_leftover_file_views(modules, views)
-    if placed_device.type == "cpu" and placed_dtype != torch.float32 and quant == "none":
+    if placed_device.type == "cpu" and placed_dtype != torch.float32 and speedup is None:
         spill_to_disk(_fused_sources(modules))  # bf16 copies: not file pages, the kernel could not drop them
     del views
     if files.is_dummy:

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from turbotts.errors import InvalidInputError
+from turbotts.fidelity.mcd import mcd_from_cepstra, mel_cepstrum
 from turbotts.params import SamplingParams, SynthesisParams
-from turbotts.quality.mcd import mcd_from_cepstra, mel_cepstrum
 
 SENTENCES = (
     "The quick brown fox jumps over the lazy dog.",

@@ -33,6 +33,7 @@ from turbotts.cli_options import (
     model_source,
 )
 from turbotts.errors import InvalidInputError
+from turbotts.fidelity.mcd import mcd_from_cepstra, mel_cepstrum
 from turbotts.quality.baseline import (
     SAMPLING_SEED,
     SENTENCES,
@@ -42,7 +43,6 @@ from turbotts.quality.baseline import (
     load_baseline,
     write_baseline,
 )
-from turbotts.quality.mcd import mcd_from_cepstra, mel_cepstrum
 
 quality_app = typer.Typer(no_args_is_help=True, help="Audio quality checks.")
 FAILED = 1

@@ -20,9 +20,9 @@ import typer
 
 from turbotts.bench.figures import new_figure, save_figure
 from turbotts.cli_options import CheckpointOpt, DummySizeOpt, KeyEnvOpt, LoadFormatOpt, PublicKeyOpt, model_source
+from turbotts.fidelity.agreement import code_agreement, mean_kl
+from turbotts.fidelity.mcd import mcd_db
 from turbotts.optional import require
-from turbotts.quality.mcd import mcd_db
-from turbotts.quality.metrics import code_agreement, mean_kl
 from turbotts.quality.probe import ProbeSpec
 
 # mode name -> (GPT dtype, quant)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from turbotts.cpu.extensions import load_kernels
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.engine.core import EngineCore
 from turbotts.errors import TurboTTSError
@@ -37,7 +39,7 @@ from turbotts.server.settings import ServerSettings
 from turbotts.server.speech_job import ClipSource
 from turbotts.server.voice_service import VoiceModel, VoiceService
 from turbotts.server.voices import VoiceStore
-from turbotts.sources import load_model
+from turbotts.sources import load_model_gated
 
 logger = logging.getLogger(__name__)
 
@@ -122,9 +124,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         baseline = _quality_baseline(settings)  # a bad file fails start-up before the weights load
         source = settings.model_source()
-        model = await asyncio.to_thread(
-            load_model, source, device=settings.device, dtype=settings.dtype, quant=settings.quant
-        )
+        model, gated = await asyncio.to_thread(
+            load_model_gated, source, device=settings.device, dtype=settings.dtype, quant=settings.quant,
+            vocoder_dtype=settings.vocoder_dtype, thresholds=settings.gate_thresholds(),
+        )  # fmt: skip
+        kernels = load_kernels() if model.device.type == "cpu" else None
     except Exception as exc:
         app.state.startup_error = exc  # `turbotts serve` prints it and exits 2
         raise
@@ -138,7 +142,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     except TurboTTSError as exc:
         app.state.startup_error = exc
         raise
-    engine = AsyncEngine(EngineCore(model, settings.engine_config()))
+    engine_config = dataclasses.replace(settings.engine_config(), vocoder_dtype=gated.precision.vocoder_dtype)
+    engine = AsyncEngine(EngineCore(model, engine_config))
+    app.state.metrics.observe_start(
+        kernels.report() if kernels else {"variant": "none", "isa": model.device.type, "source": "none"}, gated.report()
+    )
     voices = VoiceService(_voice_store(settings), _voice_model(engine), settings.reference_limits())
     app.state.engine = engine
     app.state.api_keys = api_keys
@@ -150,8 +158,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     monitor = _start_quality_monitor(app, engine, baseline, model.fingerprint)
     has_sighup = _reload_on_sighup(guards)
     logger.info(
-        "ready: %s model, %d KV slots, auth %s, redis %s, watermark %s, blocklist %s, quality monitor %s",
-        "dummy" if model.is_dummy else "real", engine.stats.num_free_slots, "on" if api_keys.is_enabled else "off",
+        "ready: %s model in %s/%s (vocoder %s), CPU kernels %s, %d KV slots, auth %s, redis %s, watermark %s, "
+        "blocklist %s, quality monitor %s",
+        "dummy" if model.is_dummy else "real", gated.precision.dtype, gated.precision.quant,
+        gated.precision.vocoder_dtype, f"{kernels.variant} ({kernels.source})" if kernels else "none",
+        engine.stats.num_free_slots, "on" if api_keys.is_enabled else "off",
         "on" if connections.redis is not None else "off", "on" if guards.watermark_key else "off",
         ("on (SIGHUP reloads)" if has_sighup else "on") if guards.content_filter else "off",
         f"every {settings.quality_interval_s:g} s" if monitor else "off",

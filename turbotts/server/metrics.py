@@ -147,8 +147,32 @@ class Metrics:
             "Unix time of the last measured quality round (before the first: the monitor's start; 0: monitor off).",
             registry=r,
         )  # fmt: skip
+        self.cpu_kernels = Gauge(
+            "turbotts_cpu_kernel_info", "The C++ CPU kernel build in use (1): its variant, ISA and source "
+            "(prebuilt, jit, none).", ["variant", "isa", "source"], registry=r,
+        )  # fmt: skip
+        self.precision = Gauge(
+            "turbotts_precision_info", "The precision modes being served (1).", ["dtype", "quant", "vocoder_dtype"],
+            registry=r,
+        )  # fmt: skip
+        self.precision_gate_s = Gauge(
+            "turbotts_precision_gate_seconds", "Start-up seconds the auto precision probe and quality gate took.",
+            registry=r,
+        )  # fmt: skip
+        self.precision_gate = Gauge(
+            "turbotts_precision_gate_adopted", "The quality gate's verdict per candidate mode (1 adopted).",
+            ["mode"], registry=r,
+        )  # fmt: skip
         self.guards = _GuardCollector()
         r.register(self.guards)
+
+    def observe_start(self, kernels: dict[str, str], precision: dict[str, object]) -> None:
+        """What start-up chose: the kernel build (``Loaded.report()``) and the modes (``GatedPrecision.report()``)."""
+        self.cpu_kernels.labels(kernels["variant"], kernels["isa"], kernels["source"]).set(1)
+        self.precision.labels(str(precision["dtype"]), str(precision["quant"]), str(precision["vocoder_dtype"])).set(1)
+        self.precision_gate_s.set(float(precision.get("gate_seconds", 0.0)))  # type: ignore[arg-type]
+        for verdict in precision.get("gate", []):  # type: ignore[attr-defined]
+            self.precision_gate.labels(verdict["mode"]).set(1 if verdict["is_adopted"] else 0)
 
     def observe_engine(self, stats: EngineStats) -> None:
         self.queue_depth.set(stats.num_waiting)

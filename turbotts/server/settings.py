@@ -24,6 +24,7 @@ from pydantic_settings import (
 from turbotts.audio import ReferenceLimits
 from turbotts.config import EngineConfig
 from turbotts.errors import InvalidInputError
+from turbotts.fidelity.gate import GateThresholds
 from turbotts.guard.keys import parse_secret_key
 from turbotts.server.audio_encoding import BIT_RATE_RANGES_KBPS, DEFAULT_BIT_RATES_KBPS
 from turbotts.sources import ModelSource
@@ -51,9 +52,15 @@ class ServerSettings(BaseSettings):
     key_env: str | None = None  # sealed checkpoint: the environment variable that holds its AES key
     public_key: Path | None = None  # Ed25519 PEM that signed the checkpoint (sealed: required; plain: verified)
     device: str = "cpu"
-    dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: the fastest native precision here
-    quant: Literal["none", "int8", "auto"] = "none"  # int8 changes numerics: opt-in (auto = int8 where faster)
+    # auto: the fastest mode here that passes the start-up quality gate against fp32 (turbotts/fidelity/gate.py);
+    # quant none is the bit-exact mode
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    quant: Literal["none", "int8", "auto"] = "auto"
     vocoder_dtype: Literal["auto", "fp32", "bf16"] = "auto"
+    #: the gate: a faster mode's teacher-forced top-1 code agreement with fp32, at least this
+    gate_min_code_agreement: float = Field(default=0.90, ge=0.0, le=1.0)
+    #: the gate: MCD (dB) of its audio against fp32's from the same codes, at most this
+    gate_max_mcd_db: float = Field(default=4.0, gt=0.0)
     kv_dtype: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 under the fused int8 decode stack
 
     host: str = "127.0.0.1"
@@ -204,6 +211,9 @@ class ServerSettings(BaseSettings):
             sealed_key_env=self.key_env,
             public_key=self.public_key,
         )
+
+    def gate_thresholds(self) -> GateThresholds:
+        return GateThresholds(self.gate_min_code_agreement, self.gate_max_mcd_db)
 
     def engine_config(self) -> EngineConfig:
         return EngineConfig(
