@@ -19,7 +19,8 @@ from tests.server.clips import CLIP_TEXT, RATE_HZ, speech_24k, stereo_16k_wav, w
 from turbotts import TTS, ModelSource, SamplingParams, SynthesisParams
 from turbotts.server.voices import VoiceStore
 
-SAY = ("--checkpoint", str(FIXTURE_DIR), "--greedy", "--skip-refine", "--dtype", "fp32", "--max-new-tokens", "12")
+SAY = ("--checkpoint", str(FIXTURE_DIR), "--greedy", "--skip-refine", "--dtype", "fp32", "--quant", "none",
+       "--max-new-tokens", "12")
 
 
 @cache
