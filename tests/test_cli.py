@@ -39,7 +39,8 @@ def test_say_greedy_is_the_official_greedy_audio(tmp_path: Path) -> None:
     text = case("j1_e2e_decoder")["inputs"]["texts"][0]
     out = tmp_path / "greedy.wav"
     result = run_cli("say", text, "-o", str(out), "--checkpoint", str(FIXTURE_DIR), "--greedy", "--skip-refine",
-                     "--max-new-tokens", "40", "--dtype", "fp32", "--quant", "none")  # fmt: skip
+                     "--max-new-tokens", "40", "--dtype", "fp32", "--quant", "none",
+                     "--vocoder-dtype", "fp32")  # fmt: skip
     assert result.returncode == 0, result.stderr
     audio, rate = sf.read(str(out), dtype="float32")
     assert rate == 24000 and audio.shape == golden.shape
@@ -132,3 +133,10 @@ def test_download_reuses_a_complete_checkpoint_without_network() -> None:
     from turbotts.model.download import download_official
 
     assert download_official(FIXTURE_DIR).root == FIXTURE_DIR.resolve()
+
+
+def test_say_refuses_an_unknown_vocoder_dtype_before_synthesis(tmp_path: Path) -> None:
+    out = tmp_path / "x.wav"
+    result = run_cli("say", "hello", "-o", str(out), "--load-format", "dummy", "--vocoder-dtype", "fp64")
+    assert result.returncode == 2 and "--vocoder-dtype must be one of" in result.stderr
+    assert not out.exists()

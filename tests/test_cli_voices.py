@@ -20,7 +20,7 @@ from turbotts import TTS, ModelSource, SamplingParams, SynthesisParams
 from turbotts.server.voices import VoiceStore
 
 SAY = ("--checkpoint", str(FIXTURE_DIR), "--greedy", "--skip-refine", "--dtype", "fp32", "--quant", "none",
-       "--max-new-tokens", "12")
+       "--vocoder-dtype", "fp32", "--max-new-tokens", "12")
 
 
 @cache

@@ -12,6 +12,7 @@ stepped on the calling thread.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, replace
 
@@ -26,7 +27,7 @@ from turbotts.errors import InvalidInputError
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.reference import encode_reference
 from turbotts.params import SynthesisParams, VoiceReference
-from turbotts.sources import ModelSource, load_model
+from turbotts.sources import ModelSource, load_model_gated
 from turbotts.text.segment import is_speakable, split_text
 
 #: The DVAE encoder needs more than one STFT hop (official case j7 fails below this).
@@ -60,14 +61,21 @@ class TTS:
         dtype: str = "fp32",
         quant: str = "none",
         engine_config: EngineConfig | None = None,
+        vocoder_dtype: str | None = None,
     ) -> TTS:
         """Load weights (the official release when ``source`` is None) and build the engine.
+
+        ``auto`` modes go through the quality gate (:func:`load_model_gated`); ``vocoder_dtype``
+        (default: the engine config's) too, and the engine then decodes audio in the mode chosen.
 
         Raises:
             CheckpointError: the weights are missing or damaged.
             DownloadError: the official release could not be downloaded.
         """
-        return cls(load_model(source or ModelSource(), device=device, dtype=dtype, quant=quant), engine_config)
+        config = engine_config or EngineConfig()
+        model, gated = load_model_gated(source or ModelSource(), device=device, dtype=dtype, quant=quant,
+                                        vocoder_dtype=vocoder_dtype or config.vocoder_dtype)  # fmt: skip
+        return cls(model, dataclasses.replace(config, vocoder_dtype=gated.precision.vocoder_dtype))
 
     @property
     def sample_rate_hz(self) -> int:

@@ -82,6 +82,10 @@ def say(
     device: DeviceOpt = "cpu",
     dtype: DtypeOpt = "auto",
     quant: QuantOpt = "auto",
+    vocoder_dtype: Annotated[
+        str, typer.Option("--vocoder-dtype", help="Decoder/Vocos: auto (bf16 where faster and it passes the "
+                          "quality gate), fp32 or bf16.")
+    ] = "auto",
     voice: Annotated[str | None, typer.Option("--voice", help="Official voice string.")] = None,
     seed: Annotated[
         int | None, typer.Option("--seed", help="Random voice from this seed; also seeds sampling.")
@@ -134,7 +138,7 @@ def say(
     )
     items = _say_plan(text, captions)  # None: plain text, one request
     source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
-    tts = TTS.load(source, device=device, dtype=dtype, quant=quant)
+    tts = TTS.load(source, device=device, dtype=dtype, quant=quant, vocoder_dtype=vocoder_dtype)
     if clip is not None:
         params = replace(params, reference=tts.reference_from_clip(clip, reference_text or ""))
     if items is None:

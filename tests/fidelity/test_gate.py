@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tests.server.conftest import running_server
+from turbotts import TTS
 from turbotts.cpu import quant
 from turbotts.cpu.info import cpu_info
 from turbotts.cpu.quant import is_quantized
@@ -91,3 +92,10 @@ def test_the_server_defaults_to_auto_and_exports_the_choice_and_the_kernels(tmp_
     assert 'turbotts_precision_gate_adopted{mode="int8"}' in metrics
     gate_seconds = [line for line in metrics.splitlines() if line.startswith("turbotts_precision_gate_seconds ")]
     assert gate_seconds and float(gate_seconds[0].split()[1]) > 0
+
+
+def test_the_python_api_decodes_audio_in_the_vocoder_mode_the_gate_chose() -> None:
+    tts = TTS.load(TINY, dtype="fp32", quant="none", vocoder_dtype="auto")
+    _, gated = load_model_gated(TINY, dtype="fp32", quant="none", vocoder_dtype="auto")
+    assert tts.engine.vocoder_dtype == gated.precision.vocoder_dtype
+    assert [v.mode for v in gated.verdicts] in ([], ["vocoder bf16"])  # bf16 is proposed only where native
