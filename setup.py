@@ -51,9 +51,22 @@ def _extensions() -> tuple[list, dict]:
     read_probe = extension("read_probe", v.READ_PROBE_VARIANT, [Path("turbotts/bench/kernels/read_probe.cpp")])
     read_probe.name = "turbotts.bench._read_probe"
     extensions.append(read_probe)
-    return extensions, {"build_ext": BuildExtension.with_options(use_ninja=True)}
+    class BuildVariants(BuildExtension):
+        """Each extension in a build folder of its own: the variants compile the same sources, and objects
+        in one shared folder would collide (or link one variant's code into another: illegal instructions)."""
+
+        def build_extension(self, ext: CppExtension) -> None:
+            shared = self.build_temp
+            self.build_temp = os.path.join(shared, ext.name)
+            try:
+                super().build_extension(ext)
+            finally:
+                self.build_temp = shared
+
+    return extensions, {"build_ext": BuildVariants.with_options(use_ninja=True)}
 
 
 ext_modules, cmdclass = _extensions()
-# extensions build side by side (each also runs its sources in parallel under ninja)
-setup(ext_modules=ext_modules, cmdclass=cmdclass, options={"build_ext": {"parallel": os.cpu_count() or 1}})
+# one extension at a time (BuildVariants switches the build folder per extension); ninja compiles each
+# extension's sources in parallel
+setup(ext_modules=ext_modules, cmdclass=cmdclass)

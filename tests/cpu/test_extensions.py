@@ -7,6 +7,7 @@ run-time build must take over, say so once, and cache under ``TURBOTTS_CACHE_DIR
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -185,3 +186,22 @@ print(json.dumps(first.report()))
 def test_the_loaded_report_names_the_build(int8_kernel: ModuleType) -> None:
     report = extensions.load_kernels().report()
     assert report["isa"] == int8_kernel.isa() and report["source"] in ("prebuilt", "jit")
+
+
+def _machine_code(kind: str, variant: variants.Variant) -> str:
+    """The disassembly of a prebuilt extension, found without importing it (an AVX-512 build may not load here)."""
+    spec = importlib.util.find_spec(variants.module_name(kind, variant))
+    assert spec is not None and spec.origin is not None, f"{kind} {variant.name} is not installed"
+    return subprocess.run(["objdump", "-d", "--no-show-raw-insn", spec.origin], capture_output=True, text=True,
+                          check=True, timeout=120).stdout  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump (binutils) to read the machine code")
+@pytest.mark.usefixtures("int8_kernel")
+def test_the_avx2_builds_hold_no_avx512_instruction() -> None:
+    """What an AVX2-only CPU loads must not carry one AVX-512 instruction (a zmm register): the variants
+    compile the same sources, so one variant's objects must never be linked into another."""
+    for variant in (v for v in variants.VARIANTS if "avx512f" not in v.needs):
+        assert "%zmm" not in _machine_code("kernels", variant), f"the {variant.name} kernels hold AVX-512 code"
+    assert "%zmm" not in _machine_code("sampler", variants.SAMPLER_VARIANT)
+    assert "%zmm" in _machine_code("kernels", variants.by_name("avx512"))  # the check can see AVX-512 code
