@@ -115,7 +115,12 @@ def sampler_kernel() -> ModuleType:
 @pytest.fixture(scope="session")
 def read_probe() -> ModuleType:
     """The bench's read loop."""
-    return _loaded(lambda: Loaded(load_read_probe(), "avx2", "prebuilt", "not built"))
+    def loaded() -> Loaded:
+        module = load_read_probe()
+        is_prebuilt = module is not None and module.__name__ == "turbotts.bench._read_probe"
+        return Loaded(module, "avx2", "prebuilt" if is_prebuilt else "jit", "the install has no prebuilt read probe")
+
+    return _loaded(loaded)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
