@@ -2,7 +2,7 @@
 
 espeak-ng speaks a sentence (22,050 Hz, resampled to 24 kHz with soxr, leading and
 trailing silence trimmed), the mark is
-embedded, and each format goes through ``turbotts.server.audio_encoding.encode_audio``
+embedded, and each format goes through ``turbotts.server.audio.encoding.encode_audio``
 and back through PyAV (libsndfile for wav/flac). For every excerpt of ``--excerpt-s``
 seconds (hop ``--hop-s``) it measures the coded bit accuracy (the fraction of the 156
 channel bits read correctly before Viterbi, ``watermark.coded_bit_accuracy``) and
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.guard.
 
 from tests.guard.watermark_speech import SENTENCE, espeak_speech, server_round_trip
 from turbotts.guard.watermark import Payload, coded_bit_accuracy, detect, embed
-from turbotts.server.audio_encoding import StreamEncoder
+from turbotts.server.audio.encoding import StreamEncoder
 
 FORMATS = ("wav", "flac", "mp3", "opus", "aac")
 KEY = bytes.fromhex("7e" * 32)

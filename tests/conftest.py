@@ -115,6 +115,7 @@ def sampler_kernel() -> ModuleType:
 @pytest.fixture(scope="session")
 def read_probe() -> ModuleType:
     """The bench's read loop."""
+
     def loaded() -> Loaded:
         module = load_read_probe()
         is_prebuilt = module is not None and module.__name__ == "turbotts.bench._read_probe"

@@ -17,10 +17,22 @@ from tests.cli_runner import run_cli, run_subprocess
 from tests.golden import FIXTURE_DIR
 from tests.server.clips import CLIP_TEXT, RATE_HZ, speech_24k, stereo_16k_wav, wav_bytes
 from turbotts import TTS, ModelSource, SamplingParams, SynthesisParams
-from turbotts.server.voices import VoiceStore
+from turbotts.server.voices.store import VoiceStore
 
-SAY = ("--checkpoint", str(FIXTURE_DIR), "--greedy", "--skip-refine", "--dtype", "fp32", "--quant", "none",
-       "--vocoder-dtype", "fp32", "--max-new-tokens", "12")
+SAY = (
+    "--checkpoint",
+    str(FIXTURE_DIR),
+    "--greedy",
+    "--skip-refine",
+    "--dtype",
+    "fp32",
+    "--quant",
+    "none",
+    "--vocoder-dtype",
+    "fp32",
+    "--max-new-tokens",
+    "12",
+)
 
 
 @cache

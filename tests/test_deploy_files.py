@@ -103,7 +103,9 @@ def test_prometheus_scrapes_the_service_and_grafana_asks_for_metrics_we_export()
     def family(name: str) -> str:
         return re.sub(r"_(bucket|total|count|sum)$", "", name)
 
-    exported = {family(n) for n in re.findall(r'"(turbotts_\w+)"', (REPO / "turbotts/server/metrics.py").read_text())}
+    exported = {
+        family(n) for n in re.findall(r'"(turbotts_\w+)"', (REPO / "turbotts/server/ops/metrics.py").read_text())
+    }
     dashboard = json.loads((REPO / "deploy/grafana/dashboards/turbotts.json").read_text())
     for panel in dashboard["panels"]:
         for target_ in panel["targets"]:

@@ -1,5 +1,5 @@
 """One error tree: every class lives in turbotts.errors, and the HTTP status its docstring table promises
-is the one server/errors.py answers."""
+is the one server/web/errors.py answers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import turbotts.errors as errors_module
 from turbotts.errors import OverloadedError, RateLimitedError, StreamCapacityError, TurboTTSError
-from turbotts.server.errors import describe
+from turbotts.server.web.errors import describe
 
 PACKAGE = Path(__file__).resolve().parents[1] / "turbotts"
 

@@ -83,8 +83,11 @@ def say(
     dtype: DtypeOpt = "auto",
     quant: QuantOpt = "auto",
     vocoder_dtype: Annotated[
-        str, typer.Option("--vocoder-dtype", help="Decoder/Vocos: auto (bf16 where faster and it passes the "
-                          "quality gate), fp32 or bf16.")
+        str,
+        typer.Option(
+            "--vocoder-dtype",
+            help="Decoder/Vocos: auto (bf16 where faster and it passes the quality gate), fp32 or bf16.",
+        ),
     ] = "auto",
     voice: Annotated[str | None, typer.Option("--voice", help="Official voice string.")] = None,
     seed: Annotated[
@@ -161,7 +164,7 @@ def _say_plan(text: str, captions: Path | None) -> list[Any] | None:
     if captions is None and not is_ssml(text):
         return None
     from turbotts.say_captions import plan_text
-    from turbotts.server.subtitles import check_caption_path
+    from turbotts.server.audio.subtitles import check_caption_path
 
     if captions is not None:
         check_caption_path(captions)
@@ -219,7 +222,7 @@ def voices_clone(
 ) -> None:
     """Encode CLIP into an official spk_smp string (printed), and save it as a voice with --name."""
     from turbotts.api import TTS
-    from turbotts.server.voices import VoiceStore
+    from turbotts.server.voices.store import VoiceStore
 
     data = _read_clip(clip, text, "CLIP", "--text")
     assert data is not None  # _read_clip returns bytes whenever a path is given

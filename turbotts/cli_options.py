@@ -30,12 +30,18 @@ LoadFormatOpt = Annotated[
 DummySizeOpt = Annotated[str, typer.Option("--dummy-size", help="Size of dummy weights: tiny or full.")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")]
 DtypeOpt = Annotated[
-    str, typer.Option("--dtype", help="GPT precision: auto (the fastest mode that passes the quality gate), fp32, "
-                      "bf16 or fp16.")
+    str,
+    typer.Option(
+        "--dtype", help="GPT precision: auto (the fastest mode that passes the quality gate), fp32, bf16 or fp16."
+    ),
 ]
 QuantOpt = Annotated[
-    str, typer.Option("--quant", help="GPT weight quantization: auto (int8 where faster and it passes the quality "
-                      "gate against fp32), none (bit-exact) or int8.")
+    str,
+    typer.Option(
+        "--quant",
+        help="GPT weight quantization: auto (int8 where faster and it passes the quality "
+        "gate against fp32), none (bit-exact) or int8.",
+    ),
 ]
 KeyEnvOpt = Annotated[
     str | None,

@@ -29,7 +29,7 @@ message says what happened and what to do::
         ├── QueueFullError         the waiting queue is full: retry later                           503
         └── RequestCancelledError  the request was cancelled before it finished
 
-The HTTP statuses on the right are mapped in one place, ``server/errors.py``; nothing
+The HTTP statuses on the right are mapped in one place, ``server/web/errors.py``; nothing
 here knows about HTTP.
 """
 
@@ -82,6 +82,8 @@ class VoiceMixError(InvalidInputError):
     """A voice mix such as ``alloy*0.7+nova*0.3`` that cannot be parsed or resolved."""
 
     param = "voice"
+
+
 class SSMLError(InvalidInputError):
     """SSML input that is not well-formed, or uses markup outside the supported subset.
 

@@ -1,21 +1,39 @@
-"""What a log line may say about user text: a digest and a length, never the words.
+"""Keep user text out of logs and metrics: a digest and a length, never the words.
 
-Why a module of its own at the top of the package: the text front end and the
-tokenizer log about the text they clean, and they must not import ``guard/`` or
-``server/`` (layers above them). Everything that logs about a text, a voice
-name, a path segment or an exception message goes through these few functions,
-so the rule "digest and length only" lives in one place. The digest is the first
-12 hex digits of SHA-256 over UTF-8, the same ``text_sha256`` that
-:mod:`turbotts.guard.redact` puts in request lines, so an operator can still
-match a complaint (whose text the user supplies) with its log lines.
+Why: what users ask us to say is personal data. Logs and metric labels are copied,
+shipped and kept for months, so they get a digest and a length instead, enough to
+match a complaint (whose text the user supplies) with its request, and with the
+watermark's request hash, without storing the words. The digest is the first 12 hex
+digits of SHA-256 over UTF-8 (``text_sha256``).
+
+Why in the base layer: the text front end and the tokenizer log about the text they
+clean, and they sit below ``guard/`` and ``server/``; one module keeps the rule
+"digest and length only" in one place. Three layers, each cheap:
+
+* :func:`describe_text`, :func:`text_fields` and :func:`describe_exception` for code
+  that logs about a text on purpose;
+* :class:`RedactionFilter` (a ``logging.Filter``) that replaces ``text``/``input``
+  fields passed in ``extra`` and any occurrence of the current request's text
+  (registered with :func:`sensitive_text`) in the rendered message;
+* :class:`JsonFormatter`, one JSON object per line with the time, level, logger,
+  message and the ``request_id`` of the current context, which scrubs the same
+  fields again and renders tracebacks with every message as a digest
+  (:func:`redacted_traceback`), so a handler that forgot the filter still leaks nothing.
 
 Pure stdlib: no torch, no I/O.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import logging
 import traceback
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
+from datetime import datetime, timezone
+from typing import Any
 
 DIGEST_HEX = 12
 
@@ -60,3 +78,91 @@ def redacted_traceback(exc: BaseException) -> str:
             break
         parts.append(f"\n{link}\n\n")
     return "".join(reversed(parts))
+
+
+request_id_var: ContextVar[str | None] = ContextVar("turbotts_request_id", default=None)
+_sensitive_text_var: ContextVar[tuple[str, ...]] = ContextVar("turbotts_sensitive_text", default=())
+
+SENSITIVE_FIELDS = frozenset({"text", "input", "prompt"})
+_MIN_SCRUB_LEN = 4  # shorter strings are too common to replace inside messages
+_STANDARD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+
+def text_fields(text: str) -> dict[str, Any]:
+    """What may be logged about a text, as fields: a 12-hex SHA-256 prefix and its length in characters."""
+    return {"text_sha256": text_sha256(text), "text_len": len(text)}
+
+
+def _describe_field(name: str, value: object) -> dict[str, Any]:
+    text = value if isinstance(value, str) else repr(value)
+    return {f"{name}_sha256": text_sha256(text), f"{name}_len": len(text)}
+
+
+@contextlib.contextmanager
+def sensitive_text(*texts: str) -> Iterator[None]:
+    """Within this block, these strings are replaced by their digest in every log message."""
+    token = _sensitive_text_var.set(_sensitive_text_var.get() + tuple(t for t in texts if len(t) >= _MIN_SCRUB_LEN))
+    try:
+        yield
+    finally:
+        _sensitive_text_var.reset(token)
+
+
+def scrub(message: str) -> str:
+    """Replace the current request's registered texts in ``message`` by ``<text sha256=... len=...>``."""
+    for text in _sensitive_text_var.get():
+        if text in message:
+            message = message.replace(text, f"<text {describe_text(text)}>")
+    return message
+
+
+class RedactionFilter(logging.Filter):
+    """Rewrites records in place so no handler downstream can see request text.
+
+    Attach it to handlers (``handler.addFilter``), so it also covers records
+    propagated from child loggers.
+    """
+
+    def __init__(self, fields: Iterable[str] = SENSITIVE_FIELDS) -> None:
+        super().__init__()
+        self._fields = frozenset(fields)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name in self._fields & record.__dict__.keys():
+            record.__dict__.update(_describe_field(name, record.__dict__.pop(name)))
+        if _sensitive_text_var.get():
+            message = scrub(record.getMessage())
+            record.msg, record.args = message, None
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts``, ``level``, ``logger``, ``message``, ``request_id``, extras."""
+
+    def __init__(self, fields: Iterable[str] = SENSITIVE_FIELDS) -> None:
+        super().__init__()
+        self._fields = frozenset(fields)
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, tz=timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": scrub(record.getMessage()),
+            "request_id": request_id_var.get(),
+        }
+        for name, value in record.__dict__.items():
+            if name in _STANDARD_ATTRS or name.startswith("_"):
+                continue
+            if name in self._fields:
+                entry.update(_describe_field(name, value))
+            else:
+                entry[name] = value
+        if record.exc_info and record.exc_info[1] is not None:
+            entry["exc"] = redacted_traceback(record.exc_info[1])
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def metric_label(value: str, allowed: frozenset[str], other: str = "other") -> str:
+    """A metric label from a closed set: anything else (a voice string, a text) becomes ``other``."""
+    return value if value in allowed else other

@@ -4,7 +4,7 @@ Plain text without ``--captions`` is synthesized as one request. With
 ``--captions``, or for SSML (text starting with ``<speak>``), the text is planned
 like a server request (sanitized and segmented, or read as SSML: pauses and
 rates), the segments are synthesized in one batch, and the audio is joined by the
-server's :func:`~turbotts.server.assembler.assemble_whole`, so the file's
+server's :func:`~turbotts.server.speech.assembler.assemble_whole`, so the file's
 captions are placed by the same sample counts as the server's events.
 """
 
@@ -17,9 +17,9 @@ import numpy as np
 from turbotts.api import TTS
 from turbotts.errors import InvalidInputError
 from turbotts.params import SynthesisParams
-from turbotts.server.assembler import assemble_whole
-from turbotts.server.subtitles import write_captions
-from turbotts.server.timeline import caption_text
+from turbotts.server.audio.subtitles import write_captions
+from turbotts.server.audio.timeline import caption_text
+from turbotts.server.speech.assembler import assemble_whole
 from turbotts.text.plan import Pause, PlanItem, Utterance
 from turbotts.text.sanitize import sanitize
 from turbotts.text.segment import is_speakable, split_text

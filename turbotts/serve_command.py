@@ -40,8 +40,11 @@ def serve(
     ] = None,
     quant: Annotated[
         str | None,
-        typer.Option("--quant", help="auto (default: int8 where faster and it passes the quality gate against fp32), "
-                     "none (bit-exact) or int8."),
+        typer.Option(
+            "--quant",
+            help="auto (default: int8 where faster and it passes the quality gate against fp32), "
+            "none (bit-exact) or int8.",
+        ),
     ] = None,
     vocoder_dtype: Annotated[
         str | None, typer.Option("--vocoder-dtype", help="Decoder/Vocos: auto (default), fp32 or bf16.")
@@ -108,9 +111,9 @@ def serve(
     import uvicorn
     from pydantic import ValidationError
 
-    from turbotts.server.app import create_app
-    from turbotts.server.context import configure_logging
+    from turbotts.server.ops.context import configure_logging
     from turbotts.server.settings import ServerSettings
+    from turbotts.server.web.app import create_app
 
     flags: dict[str, Any] = {
         "checkpoint": checkpoint, "load_format": load_format, "dummy_size": dummy_size, "key_env": key_env,
@@ -140,7 +143,7 @@ def serve(
         run(settings)
         return
     server_app = create_app(settings)
-    from turbotts.server.drain import DrainingServer
+    from turbotts.server.ops.drain import DrainingServer
 
     server = DrainingServer(
         uvicorn.Config(

@@ -16,7 +16,7 @@ from turbotts.bench.loadtest_audio import (
 )
 from turbotts.bench.loadtest_player import AudioArrival, simulate_playback
 from turbotts.errors import AudioReadError
-from turbotts.server.audio_encoding import StreamEncoder
+from turbotts.server.audio.encoding import StreamEncoder
 
 A = AudioArrival
 

@@ -30,7 +30,7 @@ from starlette.routing import Route
 from typer.testing import CliRunner
 
 from turbotts.cli import app
-from turbotts.server.audio_encoding import StreamEncoder
+from turbotts.server.audio.encoding import StreamEncoder
 
 CHUNK_S = 1.0
 STALL_TOLERANCE_S = (0.4, 0.85)  # around 0.5 s: loopback and scheduling jitter on a loaded CI machine

@@ -1,7 +1,7 @@
 """What the server exports on /metrics, and a PromQL reader that checks an expression against it.
 
 The series and their label names come from the metric declarations (the registry of
-``turbotts/server/metrics.py``), not from a scrape: a counter that has not fired (rate limits,
+``turbotts/server/ops/metrics.py``), not from a scrape: a counter that has not fired (rate limits,
 admission rejections, Redis outages) has no sample to show its labels, yet they are fixed when it is
 declared. The reader checks the metric names, the label matchers, the labels an expression groups by
 (``by``/``without``), matches on (``on``/``ignoring``/``group_left``) or reads (``label_replace``), each
@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.deploy.promql import Labels, Reader
 from tests.deploy.promtool import ALERTS
 from turbotts.cache.tiered import TieredCacheStats
-from turbotts.server.metrics import GuardStats, Metrics
+from turbotts.server.ops.metrics import GuardStats, Metrics
 
 #: Metrics another change in flight will export, that a dashboard may use first (their labels are not known).
 PENDING_METRICS: frozenset[str] = frozenset()

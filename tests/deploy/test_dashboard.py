@@ -20,7 +20,7 @@ from tests.deploy.exported import (
     with_recording_rules,
 )
 from tests.required_tools import REPO
-from turbotts.server.metrics import Metrics
+from turbotts.server.ops.metrics import Metrics
 
 DASHBOARD = REPO / "deploy" / "grafana" / "turbotts.json"
 #: What docker-compose's Grafana loads: the fleet behind the Ray endpoint.

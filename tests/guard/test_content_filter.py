@@ -9,7 +9,7 @@ import pytest
 
 from turbotts.errors import ContentFilteredError, InvalidInputError, TurboTTSError
 from turbotts.guard.content_filter import ContentFilter, Match
-from turbotts.server.errors import describe
+from turbotts.server.web.errors import describe
 
 TERMS = ["forbidden", "bad phrase", "ass", "违禁词"]
 

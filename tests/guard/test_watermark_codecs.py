@@ -1,4 +1,4 @@
-"""The watermark through the server's own encoders (``turbotts.server.audio_encoding``), decoded by PyAV.
+"""The watermark through the server's own encoders (``turbotts.server.audio.encoding``), decoded by PyAV.
 
 ``test_watermark.py`` encodes with its own PyAV settings; what a client receives is made
 by :class:`StreamEncoder` (streamed, as the routes send it) or :func:`encode_audio`, with
@@ -20,7 +20,7 @@ import pytest
 from tests.guard.watermark_signals import speech_like
 from tests.guard.watermark_speech import SAMPLE_RATE_HZ, decode_av, espeak_or_skip, server_round_trip
 from turbotts.guard.watermark import Payload, WatermarkStream, coded_bit_accuracy, detect, embed
-from turbotts.server.audio_encoding import StreamEncoder
+from turbotts.server.audio.encoding import StreamEncoder
 
 KEY = bytes.fromhex("3c" * 32)
 PAYLOAD = Payload.for_request(42, "a request text", datetime(2025, 6, 1, 8, 15, tzinfo=timezone.utc))

@@ -21,7 +21,7 @@ import pytest
 import soundfile as sf
 
 from tests.required_tools import is_required
-from turbotts.server.audio_encoding import encode_audio
+from turbotts.server.audio.encoding import encode_audio
 
 SAMPLE_RATE_HZ = 24_000
 SENTENCE = (

@@ -15,8 +15,8 @@ import pytest
 import uvicorn
 
 from tests.conftest_redis import redis_server  # noqa: F401 - a real redis-server for the guard tests
-from turbotts.server.app import create_app
 from turbotts.server.settings import ServerSettings
+from turbotts.server.web.app import create_app
 
 MAX_NEW_TOKENS = 12  # code frames per segment: 12 * 512 samples = 0.256 s of audio at most
 SAMPLE_RATE_HZ = 24000

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from turbotts.errors import InvalidInputError, TurboTTSError
-from turbotts.server.audio_effects import (
+from turbotts.server.audio.effects import (
     SegmentJoiner,
     StreamTimeStretcher,
     crossfade,

@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 
 from turbotts.errors import InvalidInputError, TurboTTSError
-from turbotts.server.audio_encoding import (
+from turbotts.server.audio.encoding import (
     BIT_RATE_RANGES_KBPS,
     BUFFERED_FORMATS,
     CONTENT_TYPES,

@@ -17,7 +17,7 @@ from starlette.types import Message
 
 from tests.server.conftest import running_server
 from tests.server.guards_util import SPEECH, metric
-from turbotts.server.responses import ClosingStreamingResponse
+from turbotts.server.web.responses import ClosingStreamingResponse
 
 # One segment that the tiny dummy model (fp32) speaks for hundreds of code frames before it stops by itself
 # (seed 2: 624 frames here): long enough that an abort (a few steps) and a run to its natural end cannot be

@@ -10,7 +10,7 @@ from tests.golden import FIXTURE_DIR
 from turbotts import EngineConfig, SamplingParams, StreamingConfig, SynthesisParams
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.engine.core import EngineCore
-from turbotts.server.pipeline import EngineSource
+from turbotts.server.speech.pipeline import EngineSource
 from turbotts.sources import ModelSource, load_model
 
 TEXT = "hello world, this is a test."

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from turbotts.redaction import text_sha256
-from turbotts.server.context import (
+from turbotts.server.ops.context import (
     ProtocolRedactionFilter,
     RedactingFormatter,
     configure_logging,

@@ -51,8 +51,7 @@ from turbotts.text.sanitize import sanitize
 VOICE_NAME = "Kq7531xv"
 LONG_WORD = "Wq" + "vzxj" * 26  # 106 letters: one word over the tokenizer's 100-character limit
 SECRET = (
-    f"{VOICE_NAME} жзийкл\x07 价格\u200b¥١٢٣٤元，🦄\u200d🔥 好吗。"
-    f" {LONG_WORD} xwq\u200b\u2060pl 9246 zev. 共١٢٣个。"
+    f"{VOICE_NAME} жзийкл\x07 价格\u200b¥١٢٣٤元，🦄\u200d🔥 好吗。 {LONG_WORD} xwq\u200b\u2060pl 9246 zev. 共١٢٣个。"
 )
 FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 _MASKS = (

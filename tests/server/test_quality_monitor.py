@@ -29,12 +29,12 @@ from turbotts.config import EngineConfig
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.engine.core import EngineCore
 from turbotts.quality.baseline import SENTENCES, load_baseline
-from turbotts.server.metrics import Metrics
-from turbotts.server.quality_monitor import QualityMonitor
+from turbotts.server.ops.metrics import Metrics
+from turbotts.server.ops.quality_monitor import QualityMonitor
 from turbotts.sources import ModelSource, load_model
 
 THRESHOLD_DB = 0.2
-MONITOR = "turbotts.server.quality_monitor"
+MONITOR = "turbotts.server.ops.quality_monitor"
 OUTCOMES = ("skipped", "measured", "failed")
 
 

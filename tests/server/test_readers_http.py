@@ -34,7 +34,7 @@ from tests.server.readers import (
     read_pyav,
     read_soundfile,
 )
-from turbotts.server.audio_encoding import SUPPORTED_FORMATS, encode_audio
+from turbotts.server.audio.encoding import SUPPORTED_FORMATS, encode_audio
 
 REQUEST = {"input": "Hello there. Every reader must hear the same thing.", "seed": 7}
 TRANSPORTS = ("stream", "sse", "oneshot")

@@ -10,9 +10,9 @@ import redis
 
 from tests.conftest_redis import RedisServer
 from turbotts.errors import InvalidInputError, ServiceUnavailableError, VoiceExistsError, VoiceNotFoundError
-from turbotts.server.redis_voices import DEFAULT_KEY, RedisVoiceStore
 from turbotts.server.settings import ServerSettings
-from turbotts.server.voices import BUILTIN_VOICE_SEEDS, Voice
+from turbotts.server.voices.redis_store import DEFAULT_KEY, RedisVoiceStore
+from turbotts.server.voices.store import BUILTIN_VOICE_SEEDS, Voice
 
 
 def test_a_voice_saved_through_one_store_is_seen_by_another_at_once(redis_server: RedisServer) -> None:

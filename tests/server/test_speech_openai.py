@@ -44,7 +44,11 @@ def reference_len(server_url: str) -> int:
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_create_returns_decodable_audio_in_every_format(client: OpenAI, reference_len: int, fmt: str) -> None:
     response = client.audio.speech.create(
-        model="tts-1", voice="alloy", input="Hello there, world.", response_format=fmt, extra_body=EXTRA  # type: ignore[arg-type]
+        model="tts-1",
+        voice="alloy",
+        input="Hello there, world.",
+        response_format=fmt,
+        extra_body=EXTRA,  # type: ignore[arg-type]
     )
     _check(response.content, fmt, reference_len)
 
@@ -52,7 +56,11 @@ def test_create_returns_decodable_audio_in_every_format(client: OpenAI, referenc
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_streaming_response_in_every_format(client: OpenAI, reference_len: int, fmt: str) -> None:
     with client.audio.speech.with_streaming_response.create(
-        model="gpt-4o-mini-tts", voice="alloy", input="Hello there, world.", response_format=fmt, extra_body=EXTRA  # type: ignore[arg-type]
+        model="gpt-4o-mini-tts",
+        voice="alloy",
+        input="Hello there, world.",
+        response_format=fmt,
+        extra_body=EXTRA,  # type: ignore[arg-type]
     ) as response:
         assert response.headers["x-request-id"]
         chunks = list(response.iter_bytes())
@@ -62,7 +70,11 @@ def test_streaming_response_in_every_format(client: OpenAI, reference_len: int, 
 def test_same_seed_same_audio_and_voice_object_form(client: OpenAI) -> None:
     def pcm(voice: object) -> bytes:
         return client.audio.speech.create(
-            model="tts-1", voice=voice, input="Same words.", response_format="pcm", extra_body=EXTRA  # type: ignore[arg-type]
+            model="tts-1",
+            voice=voice,
+            input="Same words.",
+            response_format="pcm",
+            extra_body=EXTRA,  # type: ignore[arg-type]
         ).content
 
     assert pcm("coral") == pcm({"id": "coral"})

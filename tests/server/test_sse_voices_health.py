@@ -11,7 +11,7 @@ import numpy as np
 
 from tests.server.conftest import MAX_NEW_TOKENS
 from turbotts.model.speaker import encode_voice, sample_random_voice
-from turbotts.server.voices import OPENAI_VOICES, VoiceStore
+from turbotts.server.voices.store import OPENAI_VOICES, VoiceStore
 from turbotts.sources import ModelSource, speaker_stats_for
 
 SPEECH = "/v1/audio/speech"

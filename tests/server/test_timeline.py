@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from turbotts.errors import InvalidInputError
-from turbotts.server.assembler import assemble_whole
+from turbotts.server.speech.assembler import assemble_whole
 from turbotts.text.plan import Pause, Utterance
 
 RATE_HZ = 24000

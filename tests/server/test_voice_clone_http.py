@@ -22,8 +22,8 @@ from tests.server.guards_util import SPEECH
 from turbotts import TTS, SamplingParams, SynthesisParams
 from turbotts.audio import clip_digest
 from turbotts.model.reference import encode_reference
-from turbotts.server.audio_encoding import to_int16
-from turbotts.server.voices import VoiceStore
+from turbotts.server.audio.encoding import to_int16
+from turbotts.server.voices.store import VoiceStore
 from turbotts.sources import ModelSource, load_model
 
 MAX_CLIP_BYTES = 2 * 2**20

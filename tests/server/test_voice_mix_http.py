@@ -9,7 +9,7 @@ from tests.server.clips import speech_24k, stereo_16k_wav
 from tests.server.guards_util import SPEECH
 from turbotts.model.speaker import encode_voice, sample_random_voice
 from turbotts.model.voice_mix import mix_voices
-from turbotts.server.voices import BUILTIN_VOICE_SEEDS
+from turbotts.server.voices.store import BUILTIN_VOICE_SEEDS
 from turbotts.sources import ModelSource, speaker_stats_for
 
 

@@ -16,7 +16,7 @@ from tests.server.audio import decode
 from tests.server.conftest import running_server
 from tests.server.guards_util import SPEECH
 from turbotts.guard.watermark import Payload, detect
-from turbotts.server.context import configure_logging
+from turbotts.server.ops.context import configure_logging
 
 KEY_HEX = "5a" * 32
 # The tiny model's audio is noise, the hardest cover for the mark: it needs about 8 s

@@ -61,4 +61,3 @@ class CpuSettings:
 def cpu_settings() -> CpuSettings:
     """The switches as the environment sets them now (read on each call: cheap, and tests change them)."""
     return CpuSettings.from_env(os.environ)
-

@@ -31,7 +31,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
 from turbotts.cache.redis import OutageTracker, RedisConfig, redact_url
-from turbotts.errors import InvalidInputError
+from turbotts.errors import InvalidInputError, RateLimitedError
 
 
 @dataclass(frozen=True)
@@ -242,3 +242,25 @@ class RedisRateLimiter:
             self.num_script_loads += 1
             reply = await self._client.eval(TOKEN_BUCKET_LUA, 1, name, *args)
         return list(reply)
+
+
+class RateLimits:
+    """One bucket per client IP and, when the caller authenticated, one per API key."""
+
+    def __init__(self, limiter: RateLimiter, on_limited: Callable[[str], None] = lambda scope: None) -> None:
+        self.limiter = limiter
+        self.on_limited = on_limited  # called with the scope ("key" or "ip") of each refusal: the metrics count it
+
+    async def check(self, client_ip: str | None, key_id: str | None) -> None:
+        """Raises: RateLimitedError (429) when either bucket is empty."""
+        scopes = [("key", key_id)] if key_id is not None else []
+        scopes.append(("ip", client_ip or "unknown"))
+        for scope, name in scopes:
+            decision = await self.limiter.acquire(f"{scope}:{name}")
+            if not decision.is_allowed:
+                self.on_limited(scope)
+                raise RateLimitedError(
+                    f"rate limit exceeded for this {'API key' if scope == 'key' else 'client address'}; "
+                    f"retry after {math.ceil(decision.retry_after_s)} s or slow down",
+                    decision.retry_after_s,
+                )

@@ -1,7 +1,7 @@
 """A quality baseline: the fixed sentences, their deterministic synthesis settings, and their stored mel cepstra.
 
 Shared by ``turbotts quality check`` (one run, exit code) and the server's live
-monitor (:mod:`turbotts.server.quality_monitor`, a gauge per sentence), so both
+monitor (:mod:`turbotts.server.ops.quality_monitor`, a gauge per sentence), so both
 synthesize the same way and score with the same MCD. Nothing here knows about
 the command line or the server: a bad file raises :class:`InvalidInputError`.
 """

@@ -92,9 +92,17 @@ def quality_check(
     cepstra = [mel_cepstrum(wav, model.sample_rate_hz) for wav in synthesize_fixed(model, max_new_tokens)]
     settings = {"dtype": dtype, "quant": quant, "device": device, "max_new_tokens": max_new_tokens}
     if stored is None:
-        metadata = {"fingerprint": model.fingerprint, "is_dummy": model.is_dummy, "sentences": list(SENTENCES),
-                    "voice_seed": VOICE_SEED, "seed": SAMPLING_SEED, "greedy": True, "refine_text": False,
-                    "sample_rate_hz": model.sample_rate_hz, "settings": settings}
+        metadata = {
+            "fingerprint": model.fingerprint,
+            "is_dummy": model.is_dummy,
+            "sentences": list(SENTENCES),
+            "voice_seed": VOICE_SEED,
+            "seed": SAMPLING_SEED,
+            "greedy": True,
+            "refine_text": False,
+            "sample_rate_hz": model.sample_rate_hz,
+            "settings": settings,
+        }
         write_baseline(baseline, cepstra, metadata)
         typer.echo(f"wrote baseline {baseline} ({len(cepstra)} sentences, model {model.fingerprint})")
         return

@@ -39,8 +39,15 @@ DEFAULT_TEXTS = (
     "Please call me back at five thirty tomorrow afternoon.",
 )
 CSV_KEYS = (
-    "mode", "weight_bytes", "step_ms_batch1", "step_ms_batch16", "code_agreement", "kl", "mcd_db",
-    "rss_after_load_bytes", "peak_rss_bytes",
+    "mode",
+    "weight_bytes",
+    "step_ms_batch1",
+    "step_ms_batch16",
+    "code_agreement",
+    "kl",
+    "mcd_db",
+    "rss_after_load_bytes",
+    "peak_rss_bytes",
 )
 
 
@@ -58,7 +65,9 @@ def run_probe_process(spec: ProbeSpec, workdir: Path, name: str) -> dict[str, An
     spec_path.write_text(json.dumps(spec.__dict__))
     done = subprocess.run(
         [sys.executable, "-m", "turbotts.quality.probe", str(spec_path), str(out_path)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         raise RuntimeError(f"the {name} probe failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
@@ -139,19 +148,27 @@ def quant_sweep(
     if source.is_dummy:
         typer.secho(
             "warning: dummy (random) weights: these quality figures say nothing about real audio quality",
-            err=True, fg=typer.colors.YELLOW,
+            err=True,
+            fg=typer.colors.YELLOW,
         )
     probes: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="quant-sweep-") as tmp, Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
-    ) as bar:
+    with (
+        tempfile.TemporaryDirectory(prefix="quant-sweep-") as tmp,
+        Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar,
+    ):
         task = bar.add_task("modes", total=len(names))
         for name in names:
             bar.update(task, description=f"mode {name}")
             dtype, quant = MODES[name]
             spec = ProbeSpec(
-                checkpoint=str(checkpoint) if checkpoint else None, load_format=load_format, dummy_size=dummy_size,
-                dtype=dtype, quant=quant, texts=sentences, num_frames=num_frames, key_env=key_env,
+                checkpoint=str(checkpoint) if checkpoint else None,
+                load_format=load_format,
+                dummy_size=dummy_size,
+                dtype=dtype,
+                quant=quant,
+                texts=sentences,
+                num_frames=num_frames,
+                key_env=key_env,
                 public_key=str(public_key) if public_key else None,
                 codes_path=None if name == REFERENCE else str(Path(tmp) / f"{REFERENCE}.pt"),
             )
@@ -165,8 +182,11 @@ def quant_sweep(
         "fingerprint": probes[REFERENCE]["fingerprint"],
         "texts": sentences,
         "num_frames": num_frames,
-        "config": {"checkpoint": str(checkpoint) if checkpoint else None, "load_format": load_format,
-                   "dummy_size": dummy_size},
+        "config": {
+            "checkpoint": str(checkpoint) if checkpoint else None,
+            "load_format": load_format,
+            "dummy_size": dummy_size,
+        },
     }
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(report, indent=2, default=_json_default))
@@ -192,8 +212,13 @@ def _print_table(results: dict[str, dict[str, Any]]) -> None:
         table.add_column(column)
     for mode, r in results.items():
         table.add_row(
-            mode, f"{r['weight_bytes'] / 1e6:.1f}", f"{r['step_ms_batch1']:.2f}", f"{r['step_ms_batch16']:.2f}",
-            f"{r['code_agreement']:.4f}", f"{r['kl']:.2e}", f"{r['mcd_db']:.3f}",
+            mode,
+            f"{r['weight_bytes'] / 1e6:.1f}",
+            f"{r['step_ms_batch1']:.2f}",
+            f"{r['step_ms_batch16']:.2f}",
+            f"{r['code_agreement']:.4f}",
+            f"{r['kl']:.2e}",
+            f"{r['mcd_db']:.3f}",
             f"{r['rss_after_load_bytes'] / 1e6:.0f}",
         )
     Console(stderr=True).print(table)

@@ -32,7 +32,7 @@ from turbotts.errors import InputTooLongError, ServiceUnavailableError
 from turbotts.scaleout import fleet_metrics
 from turbotts.scaleout.bridge import ForwardedRequest
 from turbotts.scaleout.routing import routing_key
-from turbotts.server.errors import describe
+from turbotts.server.web.errors import describe
 
 MAX_BODY_BYTES = 64 * 2**20
 NUM_ATTEMPTS = 3  # a request whose replica died before answering goes to another one

@@ -19,8 +19,8 @@ from uvicorn.lifespan.on import LifespanOn
 
 from turbotts.scaleout.bridge import ForwardedRequest, stream_app
 from turbotts.scaleout.fleet_metrics import MetricsReporter
-from turbotts.server.app import create_app
 from turbotts.server.settings import ServerSettings
+from turbotts.server.web.app import create_app
 
 REPLICA_HEADER = b"x-replica"
 logger = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from turbotts.config import EngineConfig
 from turbotts.errors import InvalidInputError
 from turbotts.fidelity.gate import GateThresholds
 from turbotts.guard.keys import parse_secret_key
-from turbotts.server.audio_encoding import BIT_RATE_RANGES_KBPS, DEFAULT_BIT_RATES_KBPS
+from turbotts.server.audio.encoding import BIT_RATE_RANGES_KBPS, DEFAULT_BIT_RATES_KBPS
 from turbotts.sources import ModelSource
 
 ENV_PREFIX = "TURBOTTS_"

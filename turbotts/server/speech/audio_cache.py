@@ -30,7 +30,7 @@ from turbotts.cache.keys import cache_key
 from turbotts.cache.singleflight import SingleFlight
 from turbotts.cache.tiered import CacheLevel, TieredCache
 from turbotts.params import SynthesisParams
-from turbotts.server.pipeline import Emit, SegmentSource
+from turbotts.server.speech.pipeline import Emit, SegmentSource
 
 CACHED_FORMAT = "f32"  # what the cache holds: mono float32 samples behind a frame count
 _HEADER = struct.Struct("<I")  # code frames of the segment (for usage)

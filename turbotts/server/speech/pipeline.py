@@ -25,8 +25,8 @@ import numpy as np
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.errors import InvalidInputError
 from turbotts.params import SynthesisParams
-from turbotts.server.assembler import AudioAssembler
-from turbotts.server.timeline import Timeline, caption_text
+from turbotts.server.audio.timeline import Timeline, caption_text
+from turbotts.server.speech.assembler import AudioAssembler
 from turbotts.text.plan import Pause, Utterance, as_utterance
 from turbotts.text.sanitize import sanitize
 from turbotts.text.segment import SentenceBuffer, is_speakable, split_text

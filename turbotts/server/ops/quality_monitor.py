@@ -29,7 +29,7 @@ import numpy as np
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.errors import TurboTTSError
 from turbotts.quality.baseline import SENTENCES, Baseline, fixed_params
-from turbotts.server.metrics import Metrics
+from turbotts.server.ops.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 BUSY_POLL_S = 0.05  # how often a running round looks for user work to give way to

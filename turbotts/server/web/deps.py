@@ -10,12 +10,12 @@ from starlette.requests import HTTPConnection
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.errors import AuthenticationError
 from turbotts.guard.apikeys import APIKeyStore, bearer_token
-from turbotts.server.context import request_id_var
-from turbotts.server.guards import Guards
-from turbotts.server.metrics import Metrics
-from turbotts.server.service import SpeechService
+from turbotts.server.ops.context import request_id_var
+from turbotts.server.ops.guard_wiring import Guards
+from turbotts.server.ops.metrics import Metrics
 from turbotts.server.settings import ServerSettings
-from turbotts.server.voice_service import VoiceService
+from turbotts.server.speech.service import SpeechService
+from turbotts.server.voices.service import VoiceService
 
 
 def get_settings(connection: HTTPConnection) -> ServerSettings:

@@ -1,4 +1,7 @@
-"""The production guards of one server, built from its settings in ``lifespan``.
+"""Wiring: the guards of ``turbotts/guard/`` (and the audio cache) built from one server's settings in ``lifespan``.
+
+The guards themselves live in ``guard/``; this module only reads settings and connects them to
+the server's metrics and connections.
 
 Audio cache (L1 in process, L2 on Redis when ``redis_url`` is set), rate limits
 (per client IP and per API key; in Redis when configured, so they hold across
@@ -12,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import secrets
 from dataclasses import dataclass
 
@@ -22,40 +24,18 @@ from turbotts.cache.lru import LRUCache, LRUCacheConfig
 from turbotts.cache.redis import RedisCache, RedisCacheConfig
 from turbotts.cache.tiered import TieredCache
 from turbotts.engine.async_engine import AsyncEngine
-from turbotts.errors import InvalidInputError, RateLimitedError
+from turbotts.errors import InvalidInputError
 from turbotts.guard.admission import AdmissionConfig, AdmissionController, PressureSample
 from turbotts.guard.content_filter import ContentFilter
 from turbotts.guard.keys import parse_secret_key
-from turbotts.guard.ratelimit import LocalRateLimiter, RateLimitConfig, RateLimiter, RedisRateLimiter
-from turbotts.server.audio_cache import AudioCache
-from turbotts.server.connections import Connections
-from turbotts.server.metrics import GuardStats, Metrics
+from turbotts.guard.ratelimit import LocalRateLimiter, RateLimitConfig, RateLimiter, RateLimits, RedisRateLimiter
+from turbotts.server.ops.connections import Connections
+from turbotts.server.ops.metrics import GuardStats, Metrics
 from turbotts.server.settings import ServerSettings
+from turbotts.server.speech.audio_cache import AudioCache
 
 logger = logging.getLogger(__name__)
 PRESSURE_INTERVAL_S = 0.1
-
-
-class RateLimits:
-    """One bucket per client IP and, when the caller authenticated, one per API key."""
-
-    def __init__(self, limiter: RateLimiter, metrics: Metrics) -> None:
-        self.limiter = limiter
-        self.metrics = metrics
-
-    async def check(self, client_ip: str | None, key_id: str | None) -> None:
-        """Raises: RateLimitedError (429) when either bucket is empty."""
-        scopes = [("key", key_id)] if key_id is not None else []
-        scopes.append(("ip", client_ip or "unknown"))
-        for scope, name in scopes:
-            decision = await self.limiter.acquire(f"{scope}:{name}")
-            if not decision.is_allowed:
-                self.metrics.rate_limited.labels(scope).inc()
-                raise RateLimitedError(
-                    f"rate limit exceeded for this {'API key' if scope == 'key' else 'client address'}; "
-                    f"retry after {math.ceil(decision.retry_after_s)} s or slow down",
-                    decision.retry_after_s,
-                )
 
 
 @dataclass
@@ -103,7 +83,7 @@ def build_guards(
     content_filter = ContentFilter.from_file(settings.blocklist) if settings.blocklist is not None else None
     guards = Guards(
         audio_cache=AudioCache(TieredCache(l1, l2), fingerprint, sample_rate_hz),
-        rate_limits=RateLimits(limiter, metrics),
+        rate_limits=RateLimits(limiter, on_limited=lambda scope: metrics.rate_limited.labels(scope).inc()),
         admission=AdmissionController(admission_config(settings)),
         content_filter=content_filter,
         watermark_key=_watermark_key(settings),

@@ -1,8 +1,8 @@
 """Voices as the API sees them: resolve a request's voice (names, strings, mixes, clips),
 and list, save, clone or delete named voices.
 
-No FastAPI here; the store itself is :mod:`turbotts.server.voices` (SQLite) or
-:mod:`turbotts.server.redis_voices` (shared by replicas). Cloning runs the DVAE
+No FastAPI here; the store itself is :mod:`turbotts.server.voices.store` (SQLite) or
+:mod:`turbotts.server.voices.redis_store` (shared by replicas). Cloning runs the DVAE
 encoder, so routes call :meth:`VoiceService.clone` off the event loop. A clip is
 named in logs by its SHA-256 only.
 """
@@ -22,9 +22,9 @@ from turbotts.errors import VoiceMixError
 from turbotts.model.speaker import decode_audio_prompt, decode_voice, encode_voice
 from turbotts.model.voice_mix import is_voice_mix, mix_voices, parse_voice_mix
 from turbotts.params import VoiceReference
-from turbotts.server.redis_voices import RedisVoiceStore
-from turbotts.server.schemas import VOICE_NAME_PATTERN, VoiceCreate, VoiceRef
-from turbotts.server.voices import Voice, VoiceStore
+from turbotts.server.voices.redis_store import RedisVoiceStore
+from turbotts.server.voices.store import Voice, VoiceStore
+from turbotts.server.web.schemas import VOICE_NAME_PATTERN, VoiceCreate, VoiceRef
 
 _VOICE_NAME_RE = re.compile(VOICE_NAME_PATTERN)
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Named voices in Redis, so every replica behind one endpoint sees the same voices at once.
 
-Why not the SQLite file of :mod:`turbotts.server.voices`: each replica (each
+Why not the SQLite file of :mod:`turbotts.server.voices.store`: each replica (each
 machine) would have its own file, and a voice saved through one replica would
 be unknown to the next. The record is the same :class:`Voice` dataclass, kept as
 JSON in one Redis hash (``<prefix>voices``, field = name), so fields added to the
@@ -20,7 +20,7 @@ import redis
 from redis.exceptions import RedisError
 
 from turbotts.errors import InvalidInputError, ServiceUnavailableError, VoiceExistsError, VoiceNotFoundError
-from turbotts.server.voices import BUILTIN_VOICE_SEEDS, MAX_NAME_CHARS, Voice
+from turbotts.server.voices.store import BUILTIN_VOICE_SEEDS, MAX_NAME_CHARS, Voice
 
 DEFAULT_KEY = "turbotts:voices"
 _TIMEOUT_S = 2.0

@@ -3,7 +3,7 @@
 Synchronous and without I/O, so the server's pipeline (chunk by chunk, as the
 engine streams) and ``turbotts say --captions`` (whole segments) assemble audio
 and captions the same way. Every sample that leaves is counted in the tally, and
-the :class:`~turbotts.server.timeline.Timeline` is fed from the same counts.
+the :class:`~turbotts.server.audio.timeline.Timeline` is fed from the same counts.
 
 A *run* is one joiner and one stretcher at one rate. A pause (SSML ``<break>``)
 or a change of rate (``<prosody rate>``) ends the run: the joiner's tail and the
@@ -19,8 +19,8 @@ from typing import Protocol
 import numpy as np
 
 from turbotts.errors import InvalidInputError
-from turbotts.server.audio_effects import MAX_SPEED, MIN_SPEED, SegmentJoiner, StreamTimeStretcher
-from turbotts.server.timeline import Caption, Timeline
+from turbotts.server.audio.effects import MAX_SPEED, MIN_SPEED, SegmentJoiner, StreamTimeStretcher
+from turbotts.server.audio.timeline import Caption, Timeline
 from turbotts.text.plan import Pause, Utterance
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from turbotts.errors import InvalidInputError
-from turbotts.server.timeline import Caption
+from turbotts.server.audio.timeline import Caption
 
 CAPTION_SUFFIXES = (".vtt", ".srt")
 

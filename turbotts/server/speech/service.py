@@ -23,20 +23,20 @@ from collections.abc import AsyncIterable, AsyncIterator
 from turbotts.cache.tiered import CacheLevel
 from turbotts.engine.async_engine import AsyncEngine
 from turbotts.errors import InputTooLongError, InvalidInputError, OverloadedError, UnknownModelError
-from turbotts.guard.redact import sensitive_text, text_fields
 from turbotts.guard.watermark import Payload, WatermarkStream
 from turbotts.params import SynthesisParams, user_sampling
-from turbotts.server.assembler import check_rate
-from turbotts.server.audio_effects import speed_plan
-from turbotts.server.audio_encoding import BUFFERED_FORMATS
-from turbotts.server.guards import Guards
-from turbotts.server.metrics import Metrics
-from turbotts.server.pipeline import EngineSource, SegmentPipeline, SegmentSource, sentences_of
-from turbotts.server.responses import iterate
-from turbotts.server.schemas import SpeechRequest, SynthesisOptions
+from turbotts.redaction import sensitive_text, text_fields
+from turbotts.server.audio.effects import speed_plan
+from turbotts.server.audio.encoding import BUFFERED_FORMATS
+from turbotts.server.ops.guard_wiring import Guards
+from turbotts.server.ops.metrics import Metrics
 from turbotts.server.settings import ServerSettings
-from turbotts.server.speech_job import ClipSource, SpeechJob, SpeechPlan
-from turbotts.server.voice_service import VoiceService
+from turbotts.server.speech.assembler import check_rate
+from turbotts.server.speech.job import ClipSource, SpeechJob, SpeechPlan
+from turbotts.server.speech.pipeline import EngineSource, SegmentPipeline, SegmentSource, sentences_of
+from turbotts.server.voices.service import VoiceService
+from turbotts.server.web.responses import iterate
+from turbotts.server.web.schemas import SpeechRequest, SynthesisOptions
 from turbotts.text.plan import Pause, PlanItem, Utterance, as_utterance
 from turbotts.text.sanitize import sanitize
 from turbotts.text.segment import is_speakable, split_text

@@ -1,7 +1,7 @@
 """One planned synthesis and its way out: audio from a source, watermarked, encoded, with its captions.
 
 No FastAPI here. A :class:`SpeechJob` is built once, complete (plan, source,
-segments), by :class:`~turbotts.server.service.SpeechService`; the route only
+segments), by :class:`~turbotts.server.speech.service.SpeechService`; the route only
 streams :meth:`SpeechJob.encoded` or :meth:`SpeechJob.events`.
 """
 
@@ -21,10 +21,10 @@ from turbotts.cache.tiered import CacheLevel
 from turbotts.errors import AudioReadError, InvalidInputError
 from turbotts.guard.watermark import WatermarkStream
 from turbotts.params import SynthesisParams
-from turbotts.server.audio_encoding import StreamEncoder
-from turbotts.server.metrics import Metrics
-from turbotts.server.pipeline import SynthesisTally
-from turbotts.server.timeline import Caption, Timeline
+from turbotts.server.audio.encoding import StreamEncoder
+from turbotts.server.audio.timeline import Caption, Timeline
+from turbotts.server.ops.metrics import Metrics
+from turbotts.server.speech.pipeline import SynthesisTally
 from turbotts.text.plan import Pause, Utterance
 
 

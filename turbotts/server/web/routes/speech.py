@@ -36,12 +36,12 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from turbotts.errors import TurboTTSError
-from turbotts.server.audio_encoding import CONTENT_TYPES
-from turbotts.server.deps import AccessDep, RequestIdDep, ServiceDep
-from turbotts.server.errors import describe
-from turbotts.server.responses import ClosingStreamingResponse, prime
-from turbotts.server.schemas import CaptionedSpeech, CaptionedSpeechRequest, ErrorResponse, SpeechRequest
-from turbotts.server.speech_job import SpeechJob
+from turbotts.server.audio.encoding import CONTENT_TYPES
+from turbotts.server.speech.job import SpeechJob
+from turbotts.server.web.deps import AccessDep, RequestIdDep, ServiceDep
+from turbotts.server.web.errors import describe
+from turbotts.server.web.responses import ClosingStreamingResponse, prime
+from turbotts.server.web.schemas import CaptionedSpeech, CaptionedSpeechRequest, ErrorResponse, SpeechRequest
 
 router = APIRouter(tags=["speech"])
 _ERRORS: dict[int | str, dict[str, object]] = {

@@ -17,8 +17,7 @@ from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import IO, Any
 
-from turbotts.guard.redact import JsonFormatter, RedactionFilter
-from turbotts.redaction import redacted_traceback, text_sha256
+from turbotts.redaction import JsonFormatter, RedactionFilter, redacted_traceback, text_sha256
 
 request_id_var: ContextVar[str] = ContextVar("turbotts_request_id", default="-")
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -127,7 +126,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"
 def configure_logging(level: str = "info", log_format: str = "text", stream: IO[str] | None = None) -> None:
     """Root handlers print the request id of every line (``-`` outside a request).
 
-    ``json``: one redacted JSON object per line (:class:`turbotts.guard.redact.JsonFormatter`),
+    ``json``: one redacted JSON object per line (:class:`turbotts.redaction.JsonFormatter`),
     the production format; ``text``: the plain format above. ``stream`` replaces the
     root handlers with one writing there (default: keep them, or stderr).
     """

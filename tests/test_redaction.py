@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from turbotts.guard.redact import (
+from turbotts.redaction import (
     JsonFormatter,
     RedactionFilter,
     describe_text,

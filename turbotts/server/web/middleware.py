@@ -14,9 +14,9 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from turbotts.guard.redact import request_id_var as log_request_id_var
-from turbotts.server.context import REQUEST_ID_HEADER, new_request_id, request_id_var
-from turbotts.server.errors import error_body
+from turbotts.redaction import request_id_var as log_request_id_var
+from turbotts.server.ops.context import REQUEST_ID_HEADER, new_request_id, request_id_var
+from turbotts.server.web.errors import error_body
 
 _UNMETERED = frozenset({"/metrics", "/healthz", "/readyz"})
 

@@ -25,20 +25,20 @@ from turbotts.errors import TurboTTSError
 from turbotts.guard.apikeys import APIKeyStore
 from turbotts.model.reference import encode_reference
 from turbotts.quality.baseline import Baseline, load_baseline
-from turbotts.server.connections import open_connections
-from turbotts.server.context import install_log_filter, route_segments
-from turbotts.server.errors import install_error_handlers
-from turbotts.server.guards import Guards, build_guards, watch_pressure
-from turbotts.server.metrics import Metrics
-from turbotts.server.middleware import RequestContextMiddleware
-from turbotts.server.quality_monitor import QualityMonitor
-from turbotts.server.redis_voices import RedisVoiceStore
-from turbotts.server.routes import admin, health, playground, speech, voices, ws
-from turbotts.server.service import SpeechService
+from turbotts.server.ops.connections import open_connections
+from turbotts.server.ops.context import install_log_filter, route_segments
+from turbotts.server.ops.guard_wiring import Guards, build_guards, watch_pressure
+from turbotts.server.ops.metrics import Metrics
+from turbotts.server.ops.quality_monitor import QualityMonitor
 from turbotts.server.settings import ServerSettings
-from turbotts.server.speech_job import ClipSource
-from turbotts.server.voice_service import VoiceModel, VoiceService
-from turbotts.server.voices import VoiceStore
+from turbotts.server.speech.job import ClipSource
+from turbotts.server.speech.service import SpeechService
+from turbotts.server.voices.redis_store import RedisVoiceStore
+from turbotts.server.voices.service import VoiceModel, VoiceService
+from turbotts.server.voices.store import VoiceStore
+from turbotts.server.web.errors import install_error_handlers
+from turbotts.server.web.middleware import RequestContextMiddleware
+from turbotts.server.web.routes import admin, health, playground, speech, voices, ws
 from turbotts.sources import load_model_gated
 
 logger = logging.getLogger(__name__)

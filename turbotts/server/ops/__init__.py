@@ -1,0 +1,1 @@
+"""Operations: metrics, drain, the live quality monitor, shared connections, log context and guard wiring."""
