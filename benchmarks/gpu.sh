@@ -3,7 +3,7 @@
 #
 #   benchmarks/gpu.sh [OUT_DIR]      (default docs/benchmarks/gpu)
 #
-# Needs a CUDA build of torch (scripts/setup.sh with TORCH_SPEC, see the README). Full-size dummy weights,
+# Needs a CUDA build of torch (scripts/setup.sh with TORCH_SPEC, see docs/getting-started.md). Full-size dummy weights,
 # 128 frames per request, 256 requests per level.
 set -euo pipefail
 OUT=${1:-docs/benchmarks/gpu}

@@ -14,7 +14,7 @@ import time
 import torch
 
 from turbotts.config import GPTConfig
-from turbotts.model.attention import DecodeMetadata, DecodeStrategy
+from turbotts.model.attention_metadata import DecodeMetadata, DecodeStrategy
 from turbotts.model.embed import Embed
 from turbotts.model.gpt import GPT
 

@@ -135,3 +135,93 @@ def test_the_import_graph_has_no_cycle() -> None:
         if module not in state:
             visit(module, [module])
     assert cycles == []
+
+
+# --- the rules docs/architecture.md states, one test each ------------------------------------------------
+
+#: the engine modules that hold tensors (the runner side); every other engine module is the scheduler side
+ENGINE_TENSOR_MODULES = {
+    "turbotts.engine.model_runner", "turbotts.engine.decode_path", "turbotts.engine.sampling_state",
+    "turbotts.engine.runner_voices", "turbotts.engine.cuda_graphs", "turbotts.engine.sampler",
+    "turbotts.engine.vocoder_runner", "turbotts.engine.streaming",
+}  # fmt: skip
+#: where the server holds tensors: cloning encodes a clip into codes; GPU memory for admission and Ray's replica
+SERVER_TENSOR_MODULES = {
+    "turbotts.server.voices.service", "turbotts.server.ops.guard_wiring", "turbotts.scaleout.replica",
+}  # fmt: skip
+HTTP_PACKAGES = ("turbotts.server.web", "turbotts.scaleout")  # Ray Serve's ingress and replica speak ASGI too
+REDIS_MODULES = {
+    "turbotts.cache.redis", "turbotts.guard.ratelimit", "turbotts.server.ops.connections",
+    "turbotts.server.voices.redis_store",
+}  # fmt: skip
+
+
+def _third_party_imports() -> dict[str, set[str]]:
+    """module -> the top-level names of every package it imports (lazy imports too)."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for path in PACKAGE.rglob("*.py"):
+        module = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found[module].add(node.module.split(".")[0])
+            elif isinstance(node, ast.Import):
+                found[module].update(alias.name.split(".")[0] for alias in node.names)
+    return found
+
+
+def _importers_of(package: str) -> set[str]:
+    return {module for module, names in _third_party_imports().items() if package in names}
+
+
+def _in(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_fastapi_only_in_the_http_layer() -> None:
+    """The speech path, audio, voices and operations run without a web framework (and are tested so)."""
+    web = _importers_of("fastapi") | _importers_of("starlette")
+    assert web and {m for m in web if not _in(m, HTTP_PACKAGES)} == set()
+
+
+def test_the_server_below_http_never_imports_it() -> None:
+    """server/speech, audio, voices, ops, schemas and settings serve the HTTP layer; they never reach up into it."""
+    below = ("turbotts.server.speech", "turbotts.server.audio", "turbotts.server.voices", "turbotts.server.ops",
+             "turbotts.server.schemas", "turbotts.server.settings", "turbotts.server.settings_fields",
+             "turbotts.server.settings_guard_fields")  # fmt: skip
+    wrong = sorted(
+        f"{source} imports {target}"
+        for source, targets in _import_graph().items()
+        if _in(source, below)
+        for target in targets
+        if _in(target, ("turbotts.server.web",))
+    )
+    assert wrong == []
+
+
+def test_the_scheduler_side_of_the_engine_imports_no_torch() -> None:
+    """Only the runner side touches tensors: the scheduler, KV slots, sequences and the core step stay plain Python."""
+    engine = {m for m in _third_party_imports() if _in(m, ("turbotts.engine",))}
+    assert engine >= ENGINE_TENSOR_MODULES
+    assert {m for m in _importers_of("torch") & engine if m not in ENGINE_TENSOR_MODULES} == set()
+
+
+def test_tensors_in_the_server_only_where_named() -> None:
+    torch_users = {m for m in _importers_of("torch") if _in(m, ("turbotts.server", "turbotts.scaleout"))}
+    assert torch_users == SERVER_TENSOR_MODULES
+
+
+def test_text_guards_and_caches_import_no_torch() -> None:
+    """text is pure str -> str; guards and caches work on bytes and arrays, never on the model's tensors."""
+    wrong = {m for m in _importers_of("torch") if _in(m, ("turbotts.text", "turbotts.guard", "turbotts.cache"))}
+    assert wrong == set()
+
+
+def test_asyncio_and_threads_in_the_engine_only_in_the_async_front_end() -> None:
+    users = (_importers_of("asyncio") | _importers_of("threading")) & {
+        m for m in _third_party_imports() if _in(m, ("turbotts.engine",))
+    }
+    assert users == {"turbotts.engine.async_engine"}
+
+
+def test_redis_only_behind_the_named_modules() -> None:
+    assert _importers_of("redis") == REDIS_MODULES

@@ -23,12 +23,13 @@ from turbotts.audio import ReferenceLimits, load_reference_clip, resample
 from turbotts.config import EngineConfig
 from turbotts.engine.core import EngineCore
 from turbotts.engine.request import RequestOutput
-from turbotts.errors import InvalidInputError
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.reference import encode_reference
 from turbotts.params import SynthesisParams, VoiceReference
 from turbotts.sources import ModelSource, load_model_gated
-from turbotts.text.segment import is_speakable, split_text
+from turbotts.text.segment import DEFAULT_MAX_SEGMENT_CHARS
+from turbotts.text.segmenter import split_input
+from turbotts.text.utterances import Utterance
 
 #: The DVAE encoder needs more than one STFT hop (official case j7 fails below this).
 MIN_REFERENCE_SAMPLES = 513
@@ -149,9 +150,13 @@ class TTS:
         ]
 
     def synthesize_long(
-        self, text: str, params: SynthesisParams | None = None, *, max_segment_chars: int = 120
+        self, text: str, params: SynthesisParams | None = None, *, max_segment_chars: int = DEFAULT_MAX_SEGMENT_CHARS
     ) -> np.ndarray:
         """One waveform for a long text, synthesized segment by segment (sentences, then clauses).
+
+        The text is plain (a ``<speak>`` document's tags are removed as any markup is: for SSML's
+        pauses and rates use ``turbotts say`` or the server), cleaned and cut by the server's own
+        segmenter, :func:`~turbotts.text.segmenter.split_input`, so it gives the server's segments.
 
         With no voice at all (no ``voice``, ``voice_seed`` or ``reference``) each segment would
         be a new random speaker, so the first segment's audio becomes the reference clip of the
@@ -162,9 +167,8 @@ class TTS:
             InvalidInputError: nothing speakable in ``text``, or a bad parameter or voice.
         """
         params = params or SynthesisParams()
-        segments = [s for s in split_text(text, max_segment_chars) if is_speakable(s)]
-        if not segments:
-            raise InvalidInputError("the text has nothing to say; give at least one speakable word")
+        items = split_input(text, is_ssml=False, max_segment_chars=max_segment_chars)
+        segments = [item.text for item in items if isinstance(item, Utterance)]
         first = self.synthesize(segments[0], params)[0]
         rest_params = params
         has_voice = params.voice is not None or params.voice_seed is not None or params.reference is not None

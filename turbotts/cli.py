@@ -139,7 +139,7 @@ def say(
         refine_text=not skip_refine,
         normalize_text=not no_normalize,
     )
-    items = _say_plan(text, captions)  # None: plain text, one request
+    items = _say_segments(text, captions)  # None: plain text, one request
     source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)
     tts = TTS.load(source, device=device, dtype=dtype, quant=quant, vocoder_dtype=vocoder_dtype)
     if clip is not None:
@@ -157,18 +157,18 @@ def say(
         typer.echo(f"wrote {captions}")
 
 
-def _say_plan(text: str, captions: Path | None) -> list[Any] | None:
+def _say_segments(text: str, captions: Path | None) -> list[Any] | None:
     """Segments and pauses when ``say`` needs them (captions, or SSML), checked before the model loads."""
     from turbotts.text.ssml import is_ssml
 
     if captions is None and not is_ssml(text):
         return None
-    from turbotts.say_captions import plan_text
     from turbotts.server.audio.subtitles import check_caption_path
+    from turbotts.text.segmenter import split_input
 
     if captions is not None:
         check_caption_path(captions)
-    return list(plan_text(text))
+    return split_input(text)
 
 
 @voices_app.command("random")

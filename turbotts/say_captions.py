@@ -1,11 +1,12 @@
 """``turbotts say --captions`` and SSML: the text cut into segments as the server cuts it, and their captions.
 
 Plain text without ``--captions`` is synthesized as one request. With
-``--captions``, or for SSML (text starting with ``<speak>``), the text is planned
-like a server request (sanitized and segmented, or read as SSML: pauses and
-rates), the segments are synthesized in one batch, and the audio is joined by the
-server's :func:`~turbotts.server.speech.assembler.assemble_whole`, so the file's
-captions are placed by the same sample counts as the server's events.
+``--captions``, or for SSML (text starting with ``<speak>``), the text is cut by the
+server's segmenter (:func:`~turbotts.text.segmenter.split_input`: sanitized and
+segmented, or read as SSML: pauses and rates), the segments are synthesized in one
+batch, and the audio is joined by the server's
+:func:`~turbotts.server.speech.assembler.assemble_whole`, so the file's captions are
+placed by the same sample counts as the server's events.
 """
 
 from __future__ import annotations
@@ -15,36 +16,14 @@ from pathlib import Path
 import numpy as np
 
 from turbotts.api import TTS
-from turbotts.errors import InvalidInputError
 from turbotts.params import SynthesisParams
 from turbotts.server.audio.subtitles import write_captions
 from turbotts.server.audio.timeline import caption_text
 from turbotts.server.speech.assembler import assemble_whole
-from turbotts.text.plan import Pause, PlanItem, Utterance
-from turbotts.text.sanitize import sanitize
-from turbotts.text.segment import is_speakable, split_text
-from turbotts.text.ssml import is_ssml, plan_ssml
-
-MAX_SEGMENT_CHARS = 120  # the server's default max_segment_chars
+from turbotts.text.utterances import Pause, SpeechItem, Utterance
 
 
-def plan_text(text: str, max_segment_chars: int = MAX_SEGMENT_CHARS) -> list[PlanItem]:
-    """The segments of plain text, or the utterances and pauses of SSML, as the server plans a request.
-
-    Raises:
-        SSMLError: SSML that is not well-formed or outside the subset.
-        InvalidInputError: nothing speakable is left.
-    """
-    if is_ssml(text):
-        items = plan_ssml(text, max_segment_chars)
-    else:
-        items = [Utterance(s) for s in split_text(sanitize(text), max_segment_chars) if is_speakable(s)]
-    if not any(isinstance(item, Utterance) for item in items):
-        raise InvalidInputError("the text is empty after cleaning; give at least one speakable word")
-    return items
-
-
-def say_with_captions(tts: TTS, items: list[PlanItem], params: SynthesisParams, captions: Path | None) -> np.ndarray:
+def say_with_captions(tts: TTS, items: list[SpeechItem], params: SynthesisParams, captions: Path | None) -> np.ndarray:
     """Synthesize ``items``, write their captions to ``captions`` (.vtt or .srt) if given; returns the audio.
 
     Raises:

@@ -1,17 +1,37 @@
-"""``turbotts serve``: settings from flags, environment and file, then uvicorn with a real drain on SIGTERM."""
+"""``turbotts serve``: settings from flags, environment and file, then uvicorn with a real drain on SIGTERM.
+
+No flag is declared here. :func:`serve_command` derives one per field of
+:class:`~turbotts.server.settings.ServerSettings`, the one place a setting is declared (name, type,
+default, bounds, help), through :func:`~turbotts.server.settings_reference.setting_specs`, which the
+docs' configuration page is generated from too. A flag left off the command line is not passed on,
+so the ``TURBOTTS_*`` environment and the ``--config`` file still apply (flags > environment > file).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import enum
+import inspect
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from turbotts.cli_options import CheckpointOpt, KeyEnvOpt, PublicKeyOpt, fail
+from turbotts.cli_options import fail
 from turbotts.errors import TurboTTSError
-from turbotts.optional import SERVE_MODULES, require
+from turbotts.optional import SERVE_MODULES, explain_missing, require
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from turbotts.server.settings import ServerSettings
+    from turbotts.server.settings_reference import SettingSpec
+
+S = TypeVar("S", bound="ServerSettings")
+SERVE_HELP = "Serve the OpenAI-compatible speech API (flags > TURBOTTS_* environment > --config file > defaults)."
+_CLI_TYPES: tuple[type, ...] = (bool, int, float, str, Path)  # parsed as they are; anything else as text
 
 
 class _StartupTracebackFilter(logging.Filter):
@@ -26,115 +46,78 @@ class _StartupTracebackFilter(logging.Filter):
         return not (is_ours and str(record.msg).startswith("Traceback"))
 
 
-def serve(
-    checkpoint: CheckpointOpt = None,
-    load_format: Annotated[
-        str | None, typer.Option("--load-format", help="auto: --checkpoint or the official weights; dummy: random.")
-    ] = None,
-    dummy_size: Annotated[str | None, typer.Option("--dummy-size", help="Size of dummy weights: tiny or full.")] = None,
-    key_env: KeyEnvOpt = None,
-    public_key: PublicKeyOpt = None,
-    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N.")] = None,
-    dtype: Annotated[
-        str | None, typer.Option("--dtype", help="GPT precision: auto (default), fp32, bf16 or fp16.")
-    ] = None,
-    quant: Annotated[
-        str | None,
-        typer.Option(
-            "--quant",
-            help="auto (default: int8 where faster and it passes the quality gate against fp32), "
-            "none (bit-exact) or int8.",
-        ),
-    ] = None,
-    vocoder_dtype: Annotated[
-        str | None, typer.Option("--vocoder-dtype", help="Decoder/Vocos: auto (default), fp32 or bf16.")
-    ] = None,
-    kv_dtype: Annotated[
-        str | None, typer.Option("--kv-dtype", help="KV cache: auto (bf16 under the int8 decode stack), fp32, bf16.")
-    ] = None,
-    host: Annotated[str | None, typer.Option("--host", help="Interface to listen on (default 127.0.0.1).")] = None,
-    port: Annotated[int | None, typer.Option("--port", help="TCP port (default 8000).")] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="YAML, JSON or TOML settings file (keys as TURBOTTS_* names).")
-    ] = None,
-    redis_url: Annotated[
-        str | None, typer.Option("--redis-url", help="Redis for the shared L2 cache and rate limits (default: none).")
-    ] = None,
-    rate_limit_rps: Annotated[
-        float | None, typer.Option("--rate-limit-rps", help="Requests per second per client IP and API key; 0 = off.")
-    ] = None,
-    rate_limit_burst: Annotated[int | None, typer.Option("--rate-limit-burst", help="Token bucket size.")] = None,
-    api_key_file: Annotated[
-        Path | None, typer.Option("--api-key-file", help="Bearer keys, one per line (also TURBOTTS_API_KEYS).")
-    ] = None,
-    blocklist: Annotated[
-        Path | None, typer.Option("--blocklist", help="Blocked terms, one per line; SIGHUP reloads it.")
-    ] = None,
-    no_watermark: Annotated[bool, typer.Option("--no-watermark", help="Do not watermark synthesized audio.")] = False,
-    cache_max_bytes: Annotated[int | None, typer.Option("--cache-max-bytes", help="L1 cache budget; 0 = off.")] = None,
-    degrade_mode: Annotated[
-        str | None, typer.Option("--degrade-mode", help="When the TTFA SLO breaks: off, shed or fallback.")
-    ] = None,
-    fallback_clip: Annotated[
-        Path | None, typer.Option("--fallback-clip", help="Audio file answered in --degrade-mode fallback.")
-    ] = None,
-    log_format: Annotated[str | None, typer.Option("--log-format", help="json (default) or text.")] = None,
-    quality_baseline: Annotated[
-        Path | None, typer.Option("--quality-baseline", help="Re-measure this `quality check` baseline live.")
-    ] = None,
-    admission: Annotated[
-        str | None, typer.Option("--admission", help="realtime (default): streams start only within real time; off.")
-    ] = None,
-    max_queue_wait_s: Annotated[
-        float | None, typer.Option("--max-queue-wait-s", help="Refuse (503) a stream waiting longer; 0 = never.")
-    ] = None,
-    realtime_capacity_override: Annotated[
-        int | None, typer.Option("--realtime-capacity", help="Fixed real-time capacity in streams (default: learned).")
-    ] = None,
-    backend: Annotated[
-        str | None, typer.Option("--backend", help="process (default): one server; ray: replicas on Ray Serve.")
-    ] = None,
-    replicas: Annotated[int | None, typer.Option("--replicas", help="ray: replicas, one model each.")] = None,
-    min_replicas: Annotated[int | None, typer.Option("--min-replicas", help="ray: autoscaling floor.")] = None,
-    max_replicas: Annotated[
-        int | None, typer.Option("--max-replicas", help="ray: autoscale up to this many replicas.")
-    ] = None,
-    target_ongoing_requests: Annotated[
-        float | None, typer.Option("--target-ongoing-requests", help="ray: autoscaling target per replica.")
-    ] = None,
-    ray_address: Annotated[
-        str | None, typer.Option("--ray-address", help="ray: auto or ray://head:10001 (unset: a local cluster).")
-    ] = None,
-) -> None:
-    """Serve the OpenAI-compatible speech API (flags > TURBOTTS_* environment > --config file > defaults)."""
-    require(*SERVE_MODULES, purpose="turbotts serve")
-    import uvicorn
+def serve_command(settings_cls: type[S], run: Callable[[S], None] | None = None) -> Callable[..., None]:
+    """The ``serve`` command for ``app.command("serve")``: one option per field of ``settings_cls``.
+
+    Each option is the field's flag (``--max-batch-size``; a bool is ``--x/--no-x``; older spellings
+    from its ``flag_aliases`` too), typed from the field (a ``Literal`` lists its choices), with the
+    field's description as help and its default shown. Options default to None, meaning "not given".
+
+    Args:
+        settings_cls: :class:`ServerSettings` or a subclass: its fields are the flags.
+        run: what to do with the settings built (default :func:`serve_settings`: start the server).
+    """
+    from turbotts.server.settings_reference import setting_specs
+
+    specs = setting_specs(settings_cls)
+
+    def serve(**flags: Any) -> None:
+        require(*SERVE_MODULES, purpose="turbotts serve")
+        given = {name: _plain(value) for name, value in flags.items() if value is not None}
+        (run or serve_settings)(build_settings(settings_cls, given))
+
+    serve.__signature__ = inspect.Signature([_parameter(spec) for spec in specs])  # type: ignore[attr-defined]
+    serve.__doc__ = SERVE_HELP
+    return serve
+
+
+def build_settings(settings_cls: type[S], flags: dict[str, Any]) -> S:
+    """``settings_cls`` from the flags given (they win), the environment and the ``--config`` file.
+
+    Raises:
+        typer.Exit: code 2 after naming the bad setting, its flag and its environment variable.
+    """
     from pydantic import ValidationError
 
+    try:
+        return settings_cls(**flags)
+    except ValidationError as exc:
+        raise fail(_validation_message(exc, settings_cls)) from exc
+
+
+def _parameter(spec: SettingSpec) -> inspect.Parameter:
+    decls = [f"{spec.flags[0]}/{spec.flags[1]}", *spec.flag_aliases] if spec.is_bool else list(spec.flags)
+    option = typer.Option(*decls, help=_help(spec), show_default=spec.default or False, rich_help_panel=spec.group)
+    annotation: Any = Annotated[_cli_type(spec) | None, option]
+    return inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+
+
+def _cli_type(spec: SettingSpec) -> Any:
+    """What the command line parses the flag as; pydantic validates the result like any other source."""
+    if spec.choices:
+        return enum.Enum(f"{spec.name}_choice", [(choice, choice) for choice in spec.choices])
+    if spec.value_type in _CLI_TYPES:
+        return spec.value_type
+    return str  # SecretStr and anything else: pydantic parses the text
+
+
+def _help(spec: SettingSpec) -> str:
+    from rich.markup import escape  # typer renders help as rich markup: a "[word]" would vanish
+
+    return escape(spec.description) + (f" Range: {spec.bounds}." if spec.bounds else "")
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def serve_settings(settings: ServerSettings) -> None:
+    """Serve with ``settings`` until told to stop: uvicorn and a drain on SIGTERM, or Ray Serve replicas."""
+    import uvicorn
+
     from turbotts.server.ops.context import configure_logging
-    from turbotts.server.settings import ServerSettings
     from turbotts.server.web.app import create_app
 
-    flags: dict[str, Any] = {
-        "checkpoint": checkpoint, "load_format": load_format, "dummy_size": dummy_size, "key_env": key_env,
-        "public_key": public_key, "device": device,
-        "dtype": dtype, "quant": quant, "vocoder_dtype": vocoder_dtype, "kv_dtype": kv_dtype,
-        "host": host, "port": port,
-        "config_file": config, "redis_url": redis_url,
-        "rate_limit_rps": rate_limit_rps, "rate_limit_burst": rate_limit_burst, "api_key_file": api_key_file,
-        "blocklist": blocklist, "watermark": False if no_watermark else None, "cache_max_bytes": cache_max_bytes,
-        "degrade_mode": degrade_mode, "fallback_clip": fallback_clip, "log_format": log_format,
-        "quality_baseline": quality_baseline,
-        "admission": admission, "max_queue_wait_s": max_queue_wait_s,
-        "realtime_capacity_override": realtime_capacity_override,
-        "backend": backend, "replicas": replicas, "min_replicas": min_replicas, "max_replicas": max_replicas,
-        "target_ongoing_requests": target_ongoing_requests, "ray_address": ray_address,
-    }  # fmt: skip
-    try:
-        settings = ServerSettings(**{k: v for k, v in flags.items() if v is not None})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from exc
     configure_logging(settings.log_level, settings.log_format)
     if settings.backend == "ray":
         require("ray", purpose="turbotts serve --backend ray")
@@ -167,3 +150,35 @@ def serve(
         raise fail(str(error) if isinstance(error, TurboTTSError) else f"start-up failed: {error!r}")
     if not server.started:
         raise fail(f"the server did not start (is {settings.host}:{settings.port} free?)")
+
+
+def _validation_message(exc: ValidationError, settings_cls: type[ServerSettings]) -> str:
+    """``port (--port, TURBOTTS_PORT): Input should be ...``: the first error, named as the user can fix it."""
+    from turbotts.server.settings_reference import env_var_name, flag_name
+
+    first = exc.errors()[0]
+    name = ".".join(str(part) for part in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if name in settings_cls.model_fields:
+        name = f"{name} ({flag_name(name)}, {env_var_name(name, settings_cls)})"
+    return f"{name}: {message}" if name else message
+
+
+def _serve_needs_the_server_extra() -> None:
+    """Serve the OpenAI-compatible speech API (needs the server extra: pip install 'turbotts[server]')."""
+    require(*SERVE_MODULES, purpose="turbotts serve")
+
+
+def _serve_for_server_settings() -> Callable[..., None]:
+    """``serve`` over :class:`ServerSettings`; without the server extra (no pydantic-settings, no av...) a
+    command that names what to install, so the rest of the command line keeps working."""
+    try:
+        from turbotts.server.settings import ServerSettings
+    except ModuleNotFoundError as exc:
+        if explain_missing(exc, "turbotts serve") is None:
+            raise
+        return _serve_needs_the_server_extra
+    return serve_command(ServerSettings)
+
+
+serve = _serve_for_server_settings()

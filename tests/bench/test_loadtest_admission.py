@@ -44,7 +44,7 @@ from turbotts.bench.loadtest_player import CONTINUITY_STALL_S, AudioArrival, sim
 from turbotts.cli import app
 from turbotts.config import EngineConfig, StreamingConfig
 from turbotts.engine.core import EngineCore
-from turbotts.engine.model_runner import kv_cache_dtype
+from turbotts.engine.decode_path import kv_cache_dtype
 from turbotts.engine.streaming import AudioStream
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.params import SamplingParams, SynthesisParams

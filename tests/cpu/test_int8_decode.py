@@ -19,7 +19,7 @@ from turbotts.config import GPTConfig
 from turbotts.cpu import int8_decode, int8_gemv
 from turbotts.cpu.int8_decode import Int8DecodeStack
 from turbotts.cpu.quant import quantize_layers
-from turbotts.model.attention import DecodeMetadata, PrefillMetadata
+from turbotts.model.attention_metadata import DecodeMetadata, PrefillMetadata
 from turbotts.model.gpt import GPT
 
 pytestmark = pytest.mark.usefixtures("int8_kernel")  # built once per run; skipped (failed in CI) without AVX2 or c++

@@ -16,7 +16,7 @@ import torch
 from tests.golden import FIXTURE_DIR, case, tensors
 from turbotts import EngineConfig, SamplingParams, SynthesisParams
 from turbotts.engine.core import EngineCore
-from turbotts.engine.model_runner import FUSED_SAMPLER_ENV
+from turbotts.engine.decode_path import FUSED_SAMPLER_ENV
 from turbotts.engine.sampler import PENALTY_WINDOW, SamplingBatch, process_logits, sample, sample_on_kernel
 from turbotts.sources import ModelSource, load_model
 

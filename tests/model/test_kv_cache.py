@@ -13,9 +13,11 @@ from safetensors.torch import load_file
 from tests.golden import FIXTURE_DIR, fixture_config, tensors
 from turbotts.config import GPTConfig, model_config_from_dict
 from turbotts.errors import EngineError
-from turbotts.model.attention import Attention, DecodeMetadata, DecodeStrategy, DenseMetadata, KVCache, PrefillMetadata
+from turbotts.model.attention import Attention
+from turbotts.model.attention_metadata import DecodeMetadata, DecodeStrategy, DenseMetadata, PrefillMetadata
 from turbotts.model.embed import Embed, fold_weight_norm
 from turbotts.model.gpt import GPT, kv_bytes_per_token
+from turbotts.model.kv_cache import KVCache
 from turbotts.model.layers import RotaryEmbedding, rotate_half
 
 ASSET = FIXTURE_DIR / "asset"

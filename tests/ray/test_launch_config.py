@@ -64,7 +64,7 @@ def test_the_replica_and_ingress_options_come_from_the_settings() -> None:
 def test_cache_aware_routing_sets_the_affinity_router_and_off_leaves_rays_default() -> None:
     on = _replicas(_settings(affinity_imbalance=7))
     assert _router(on) == "turbotts.scaleout.router.CacheAffinityRouter"
-    assert on["request_router_config"]["request_router_kwargs"] == {"imbalanced_threshold": 7}
+    assert on["request_router_config"]["request_router_kwargs"] == {"affinity_imbalance": 7}
     assert _router(_replicas(_settings(cache_aware_routing=False, affinity_imbalance=7))) == RAY_DEFAULT_ROUTER
 
 

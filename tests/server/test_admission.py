@@ -22,7 +22,7 @@ def _sample(waiting: int = 0, free: int = 10, rss: int = 0, device: int = 0) -> 
 
 def test_pressure_must_be_sustained_and_clears_at_once() -> None:
     clock = Clock()
-    admission = AdmissionController(AdmissionConfig(window_s=2.0, max_waiting=5), clock=clock)
+    admission = AdmissionController(AdmissionConfig(admission_window_s=2.0, admission_max_waiting=5), clock=clock)
     admission.observe(_sample(waiting=9))
     clock.now += 1.9
     admission.observe(_sample(waiting=9))
@@ -37,7 +37,7 @@ def test_pressure_must_be_sustained_and_clears_at_once() -> None:
 
 def test_a_dip_restarts_the_window() -> None:
     clock = Clock()
-    admission = AdmissionController(AdmissionConfig(window_s=1.0, max_waiting=5), clock=clock)
+    admission = AdmissionController(AdmissionConfig(admission_window_s=1.0, admission_max_waiting=5), clock=clock)
     admission.observe(_sample(waiting=9))
     clock.now += 0.8
     admission.observe(_sample(waiting=0))
@@ -50,9 +50,13 @@ def test_a_dip_restarts_the_window() -> None:
 @pytest.mark.parametrize(
     ("config", "sample", "reason"),
     [
-        (AdmissionConfig(window_s=0.5, min_free_slots=2), _sample(free=1), "kv_slots"),
-        (AdmissionConfig(window_s=0.5, max_rss_bytes=1000), _sample(rss=2000), "memory"),
-        (AdmissionConfig(window_s=0.5, max_device_bytes=1000), _sample(device=2000), "device_memory"),
+        (AdmissionConfig(admission_window_s=0.5, admission_min_free_slots=2), _sample(free=1), "kv_slots"),
+        (AdmissionConfig(admission_window_s=0.5, admission_max_rss_bytes=1000), _sample(rss=2000), "memory"),
+        (
+            AdmissionConfig(admission_window_s=0.5, admission_max_device_bytes=1000),
+            _sample(device=2000),
+            "device_memory",
+        ),
     ],
 )
 def test_every_pressure_reason(config: AdmissionConfig, sample: PressureSample, reason: str) -> None:
@@ -66,7 +70,7 @@ def test_every_pressure_reason(config: AdmissionConfig, sample: PressureSample, 
 
 def test_zero_thresholds_are_off() -> None:
     clock = Clock()
-    admission = AdmissionController(AdmissionConfig(window_s=0.0, max_waiting=0), clock=clock)
+    admission = AdmissionController(AdmissionConfig(admission_window_s=0.0, admission_max_waiting=0), clock=clock)
     admission.observe(_sample(waiting=10**6, free=0, rss=10**15, device=10**15))
     assert admission.check().is_admitted
 
@@ -76,9 +80,9 @@ def test_slo_breach_degrades_as_configured_then_ages_out(mode: str) -> None:
     clock = Clock()
     config = AdmissionConfig(
         ttfa_slo_s=1.0,
-        max_slow_ratio=0.05,
-        slo_window_s=10.0,
-        min_slo_requests=20,
+        ttfa_max_slow_ratio=0.05,
+        ttfa_window_s=10.0,
+        ttfa_min_requests=20,
         degrade_mode=mode,  # type: ignore[arg-type]
     )
     admission = AdmissionController(config, clock=clock)
@@ -103,7 +107,7 @@ def test_slo_breach_degrades_as_configured_then_ages_out(mode: str) -> None:
 
 
 def test_within_the_slo_share_nothing_happens() -> None:
-    admission = AdmissionController(AdmissionConfig(degrade_mode="shed", min_slo_requests=20), clock=Clock())
+    admission = AdmissionController(AdmissionConfig(degrade_mode="shed", ttfa_min_requests=20), clock=Clock())
     for index in range(100):
         admission.observe_ttfa(2.0 if index < 5 else 0.2)  # exactly 5 %: not above it
     assert admission.check().is_admitted
@@ -111,6 +115,6 @@ def test_within_the_slo_share_nothing_happens() -> None:
 
 def test_bad_config_is_a_clear_error() -> None:
     with pytest.raises(InvalidInputError, match="turn it off"):
-        AdmissionConfig(max_waiting=-1)
-    with pytest.raises(InvalidInputError, match="max_slow_ratio"):
-        AdmissionConfig(max_slow_ratio=1.5)
+        AdmissionConfig(admission_max_waiting=-1)
+    with pytest.raises(InvalidInputError, match="ttfa_max_slow_ratio"):
+        AdmissionConfig(ttfa_max_slow_ratio=1.5)

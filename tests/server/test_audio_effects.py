@@ -12,7 +12,7 @@ from turbotts.server.audio.effects import (
     SegmentJoiner,
     StreamTimeStretcher,
     crossfade,
-    speed_plan,
+    split_speed,
     time_stretch,
 )
 
@@ -81,15 +81,15 @@ def test_out_of_range_rate_raises(rate: float) -> None:
         time_stretch(_tone(duration_s=0.1), rate)
 
 
-def test_speed_plan_normal_speed_changes_nothing() -> None:
-    assert speed_plan(1.0) == (5, 1.0)
-    assert speed_plan(1.0, use_prompt=False) == (None, 1.0)
-    assert speed_plan(2.5, use_prompt=False) == (None, 2.5)
+def test_split_speed_normal_speed_changes_nothing() -> None:
+    assert split_speed(1.0) == (5, 1.0)
+    assert split_speed(1.0, use_prompt=False) == (None, 1.0)
+    assert split_speed(2.5, use_prompt=False) == (None, 2.5)
 
 
 @pytest.mark.parametrize("speed", [0.25, 0.5, 0.8, 0.9, 1.1, 1.25, 2.0, 4.0])
-def test_speed_plan_token_times_stretch_is_speed(speed: float) -> None:
-    token, rate = speed_plan(speed)
+def test_split_speed_token_times_stretch_is_speed(speed: float) -> None:
+    token, rate = split_speed(speed)
     assert token is not None and 0 <= token <= 9
     assert math.isclose(1.05 ** (token - 5) * rate, speed)
     assert 0.25 <= rate <= 4.0
@@ -98,9 +98,9 @@ def test_speed_plan_token_times_stretch_is_speed(speed: float) -> None:
     assert (token > 5) == (speed > 1.025) and (token < 5) == (speed < 1 / 1.025)
 
 
-def test_speed_plan_rejects_out_of_range() -> None:
+def test_split_speed_rejects_out_of_range() -> None:
     with pytest.raises(InvalidInputError):
-        speed_plan(5.0)
+        split_speed(5.0)
 
 
 def test_crossfade_is_equal_power() -> None:

@@ -27,7 +27,7 @@ TEXT = "Hello there. The playground streams every sentence. Captions follow the 
 NUM_SENTENCES = 3
 WAIT_MS = 120_000  # an upper bound for a slow CI machine, never a speed assertion
 PREFIX = "/tts"  # a Ray Serve route prefix
-SCREENSHOT_ENV = "TURBOTTS_PLAYGROUND_SCREENSHOT"  # where test_screenshot saves the README's picture
+SCREENSHOT_ENV = "TURBOTTS_PLAYGROUND_SCREENSHOT"  # where test_screenshot saves the picture on docs/http/playground.md
 
 
 @pytest.fixture(scope="module")
@@ -317,7 +317,7 @@ def test_a_bad_clip_upload_shows_the_servers_error(page: Any) -> None:
 
 
 def test_screenshot(page: Any, tmp_path: Path) -> None:
-    """The README's picture, from this setup: ``TURBOTTS_PLAYGROUND_SCREENSHOT=docs/playground.png``.
+    """The picture on docs/http/playground.md, from this setup: ``TURBOTTS_PLAYGROUND_SCREENSHOT=docs/playground.png``.
 
     Taken while a caption is highlighted (or, on a server without captions, once playback ends).
     """

@@ -7,7 +7,7 @@ import pytest
 
 from turbotts.errors import InvalidInputError
 from turbotts.server.speech.assembler import assemble_whole
-from turbotts.text.plan import Pause, Utterance
+from turbotts.text.utterances import Pause, Utterance
 
 RATE_HZ = 24000
 FADE = 480  # the joiner's 20 ms crossfade

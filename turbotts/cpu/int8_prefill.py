@@ -3,9 +3,9 @@
 Why: a prefill multiplies every prompt token by every GPT weight, so it is bound
 by compute, not by the weight stream; 16 prompts arriving at once spend most of
 their time to first audio there. fbgemm's dynamic int8 linear runs it on VNNI;
-oneDNN's int8 matmul uses AMX tiles where the CPU has them and measured 1.7-2.5x
-faster on prefill shapes there (460 tokens, 2-core Xeon with AMX), equal at 16
-rows. Both quantize the activations the same way (per tensor, asymmetric uint8,
+oneDNN's int8 matmul uses AMX tiles where the CPU has them, whose 16-row tiles pay
+on prefill shapes (hundreds of tokens) and not on a decode batch's few rows.
+Both quantize the activations the same way (per tensor, asymmetric uint8,
 full 8 bits) and multiply into int32, so their outputs are bit for bit the same:
 adopting it changes speed, never numerics.
 

@@ -1,17 +1,17 @@
 """``auto`` precision: the fastest correct mode on this machine, chosen by its features and a short probe.
 
 Why: bf16 halves the bytes a decode step reads, but where the CPU has no native
-bf16 it is emulated and runs slower than fp32 (measured: 0.62 vs 1.17 audio-s/s
-on an AVX2-only EPYC). So ``auto`` never picks an emulated mode: it requires the
+bf16 it is emulated, and the emulation costs more than the halved reads save: it
+runs slower than fp32. So ``auto`` never picks an emulated mode: it requires the
 feature, then times a matmul of the decode step's shape in each candidate and
-keeps the faster (about 0.1 s).
+keeps the faster (one small matmul, short enough to run at every start).
 
 int8 is probed on the matmul a batch-1 decode step would run: our weight-streaming
 kernel (int16 multiply-adds, native on every AVX2 CPU) where it is built, else
-fbgemm, which pays only with 8-bit dot products (VNNI). On an AVX2-only EPYC the
-kernel made a lone request 4.5x faster than fp32 (0.90 vs 0.20 audio-s/s, first
-audio in 0.5 s instead of 1.5 s), so requiring VNNI cost exactly the machines that
-need int8 most. int8 changes numerics, so serving takes it only
+fbgemm, which pays only with 8-bit dot products (VNNI). Without VNNI the kernel
+still makes a lone request several times faster than fp32, because the step is
+bound by its weight reads and int8 reads a quarter of the bytes, so requiring VNNI
+would cost exactly the machines that need int8 most. int8 changes numerics, so serving takes it only
 when asked (``--quant auto``).
 """
 
@@ -37,8 +37,8 @@ _PROBE_SHAPE = (768, 3 * 768)  # one fused q/k/v projection of the full-size GPT
 _PROBE_REPEATS = 30
 _MIN_GAIN = 1.1  # a candidate must be 10 % faster to replace fp32
 #: With int8 weights every GPT matmul reads and writes fp32 (fbgemm's dynamic int8 kernel), so bf16
-#: activations only add a cast at each of the 81 linears and slower bf16 attention and elementwise ops:
-#: measured 16.8 vs 13.8 ms per batch-1 step and 37.3 vs 26.2 ms at batch 16 (AMD EPYC, AVX512-BF16).
+#: activations only add a cast at each of the 81 linears and slower bf16 attention and elementwise ops,
+#: and save no weight reads: slower steps at every batch size, even where the CPU has native bf16.
 INT8_ACTIVATIONS_WHY = "int8 matmuls take fp32 activations (bf16 would add a cast per linear)"
 
 

@@ -13,8 +13,9 @@ import numpy as np
 from turbotts.config import EngineConfig
 from turbotts.cpu.precision import resolve_precision
 from turbotts.engine.batch import RunnerOutput
+from turbotts.engine.decode_path import kv_cache_dtype
 from turbotts.engine.kv import KVLayout, plan_kv_layout
-from turbotts.engine.model_runner import ModelRunner, kv_cache_dtype
+from turbotts.engine.model_runner import ModelRunner
 from turbotts.engine.realtime import RealtimeConfig, RealtimePolicy
 from turbotts.engine.request import FINISH_REASONS, EngineRequest, RequestOutput
 from turbotts.engine.scheduler import Scheduler, SchedulerConfig, SequenceUpdate

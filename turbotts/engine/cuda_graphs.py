@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from turbotts.errors import EngineError
-from turbotts.model.attention import DecodeMetadata, DecodeStrategy, KVCache
+from turbotts.model.attention_metadata import DecodeMetadata, DecodeStrategy
 from turbotts.model.gpt import GPT
+from turbotts.model.kv_cache import KVCache
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 

@@ -13,7 +13,8 @@ across restarts and devices.
 
 On CPU, where the model's compiled kernels are loaded (int8), :func:`sample`
 runs the same pipeline as one C++ call per step (``cpu/kernels/sample_rows.cpp``):
-the ~60 small torch ops cost 0.5-0.7 ms, a twentieth of an int8 batch-1 step.
+the ~60 small torch ops each pay a dispatch that is large next to their work,
+which counts against an int8 batch-1 step that is otherwise bound by its weight reads.
 """
 
 from __future__ import annotations

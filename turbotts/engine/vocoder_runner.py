@@ -4,9 +4,9 @@ Windows of equal length and kind are decoded in one batched call; windows of
 different lengths are never zero-padded together, because padding would leak
 into the last frames of the shorter ones (the official batch decode does that).
 
-On CPU the vocoder's matmuls cost about 40% of the GPT's per audio frame, so
-``bf16`` (autocast; native on CPUs with AVX512-BF16 and on GPUs) makes it about
-3x faster, at a measured max error of about 6e-3 on a 0.35-peak signal
+On CPU the vocoder's matmuls are a sizeable share of the work per audio frame
+next to the GPT's, so ``bf16`` (autocast; native on CPUs with AVX512-BF16 and on
+GPUs) makes it markedly faster, at a measured max error of about 6e-3 on a 0.35-peak signal
 (random full-size weights). fp32 stays the default: it is exact to the official.
 With bf16 the modules' weights are cast once (:mod:`turbotts.cpu.bf16_weights`),
 not by autocast on every call: a chunk decode is bound by its weight reads.

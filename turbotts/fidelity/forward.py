@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from turbotts.model.attention import DecodeMetadata, PrefillMetadata
+from turbotts.model.attention_metadata import DecodeMetadata, PrefillMetadata
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.tokenizer import decorate_code_prompt
 

@@ -11,17 +11,19 @@ Two kinds of signal, each judged over time so that a blip changes nothing:
 * **Pressure** (:class:`PressureSample`, sampled about ten times a second): the
   waiting queue, the free KV slots, the process's memory (RSS) and, on a GPU,
   device memory. A reason becomes active once every sample of it has been over
-  its threshold for ``window_s``; while any reason is active, new requests are
+  its threshold for ``admission_window_s``; while any reason is active, new requests are
   rejected. It clears on the first sample back under the threshold, so the
   server recovers by itself as soon as the pressure drops.
-* **Latency SLO**: the share of recent requests (the last ``slo_window_s``)
-  whose time to first audio exceeded ``ttfa_slo_s``. Above ``max_slow_ratio``
-  (with at least ``min_slo_requests`` samples, so one slow request cannot trip
+* **Latency SLO**: the share of recent requests (the last ``ttfa_window_s``)
+  whose time to first audio exceeded ``ttfa_slo_s``. Above ``ttfa_max_slow_ratio``
+  (with at least ``ttfa_min_requests`` samples, so one slow request cannot trip
   it) the server degrades as configured: ``shed`` rejects new work, ``fallback``
   answers with a canned clip, ``off`` only reports it. Slow samples age out of
   the window, so this clears by itself too.
 
 No torch and no I/O here: the server feeds the samples, and tests inject a clock.
+The thresholds carry the names of the server settings they come from
+(``turbotts/server/settings.py``), so each has one name from the flag to this module.
 """
 
 from __future__ import annotations
@@ -46,42 +48,44 @@ class AdmissionConfig:
     """Thresholds; a threshold of 0 turns its check off.
 
     Args:
-        window_s: how long a pressure must last before new work is refused.
-        max_waiting: sequences waiting for a batch slot.
-        min_free_slots: pressure while fewer KV slots than this are free.
-        max_rss_bytes: resident memory of this process.
-        max_device_bytes: memory allocated on the accelerator.
-        retry_after_s: what a refused client is told to wait.
+        admission_window_s: how long a pressure must last before new work is refused.
+        admission_max_waiting: sequences waiting for a batch slot.
+        admission_min_free_slots: pressure while fewer KV slots than this are free.
+        admission_max_rss_bytes: resident memory of this process.
+        admission_max_device_bytes: memory allocated on the accelerator (the server computes it
+            from the setting ``admission_max_device_fraction``).
+        admission_retry_after_s: what a refused client is told to wait.
         ttfa_slo_s: the time-to-first-audio objective of one request.
-        max_slow_ratio: the share of requests allowed to miss it.
-        slo_window_s: how far back the share is computed.
-        min_slo_requests: fewer samples than this in the window never degrade.
+        ttfa_max_slow_ratio: the share of requests allowed to miss it.
+        ttfa_window_s: how far back the share is computed.
+        ttfa_min_requests: fewer samples than this in the window never degrade.
         degrade_mode: what breaking the SLO does: ``off``, ``shed`` or ``fallback``.
     """
 
-    window_s: float = 2.0
-    max_waiting: int = 512
-    min_free_slots: int = 0
-    max_rss_bytes: int = 0
-    max_device_bytes: int = 0
-    retry_after_s: float = 2.0
+    admission_window_s: float = 2.0
+    admission_max_waiting: int = 512
+    admission_min_free_slots: int = 0
+    admission_max_rss_bytes: int = 0
+    admission_max_device_bytes: int = 0
+    admission_retry_after_s: float = 2.0
     ttfa_slo_s: float = 1.0
-    max_slow_ratio: float = 0.05
-    slo_window_s: float = 30.0
-    min_slo_requests: int = 20
+    ttfa_max_slow_ratio: float = 0.05
+    ttfa_window_s: float = 30.0
+    ttfa_min_requests: int = 20
     degrade_mode: DegradeMode = "off"
 
     def __post_init__(self) -> None:
-        for name in ("window_s", "max_waiting", "min_free_slots", "max_rss_bytes", "max_device_bytes"):
+        thresholds = ("admission_max_waiting", "admission_min_free_slots", "admission_max_rss_bytes")
+        for name in ("admission_window_s", *thresholds, "admission_max_device_bytes"):
             if getattr(self, name) < 0:
-                raise InvalidInputError(f"admission {name}={getattr(self, name)} is negative; use 0 to turn it off")
-        for name in ("retry_after_s", "ttfa_slo_s", "slo_window_s"):
+                raise InvalidInputError(f"{name}={getattr(self, name)} is negative; use 0 to turn it off")
+        for name in ("admission_retry_after_s", "ttfa_slo_s", "ttfa_window_s"):
             if getattr(self, name) <= 0:
-                raise InvalidInputError(f"admission {name}={getattr(self, name)} must be positive")
-        if not 0 <= self.max_slow_ratio < 1:
-            raise InvalidInputError(f"admission max_slow_ratio={self.max_slow_ratio} must lie in [0, 1)")
-        if self.min_slo_requests < 1:
-            raise InvalidInputError("admission min_slo_requests must be at least 1")
+                raise InvalidInputError(f"{name}={getattr(self, name)} must be positive")
+        if not 0 <= self.ttfa_max_slow_ratio < 1:
+            raise InvalidInputError(f"ttfa_max_slow_ratio={self.ttfa_max_slow_ratio} must lie in [0, 1)")
+        if self.ttfa_min_requests < 1:
+            raise InvalidInputError("ttfa_min_requests must be at least 1")
         if self.degrade_mode not in ("off", "shed", "fallback"):
             raise InvalidInputError(f"degrade_mode={self.degrade_mode!r}: use off, shed or fallback")
 
@@ -127,10 +131,10 @@ class AdmissionController:
         now = self._clock()
         c = self.config
         checks = {
-            "queue": c.max_waiting > 0 and sample.num_waiting > c.max_waiting,
-            "kv_slots": c.min_free_slots > 0 and sample.num_free_slots < c.min_free_slots,
-            "memory": c.max_rss_bytes > 0 and sample.rss_bytes > c.max_rss_bytes,
-            "device_memory": c.max_device_bytes > 0 and sample.device_bytes > c.max_device_bytes,
+            "queue": c.admission_max_waiting > 0 and sample.num_waiting > c.admission_max_waiting,
+            "kv_slots": c.admission_min_free_slots > 0 and sample.num_free_slots < c.admission_min_free_slots,
+            "memory": c.admission_max_rss_bytes > 0 and sample.rss_bytes > c.admission_max_rss_bytes,
+            "device_memory": c.admission_max_device_bytes > 0 and sample.device_bytes > c.admission_max_device_bytes,
         }
         for reason, is_over in checks.items():
             if not is_over:
@@ -146,34 +150,36 @@ class AdmissionController:
         self._prune()
 
     def active_reasons(self) -> tuple[str, ...]:
-        """Pressure reasons that have lasted at least ``window_s`` (in :data:`REASONS` order)."""
+        """Pressure reasons that have lasted at least ``admission_window_s`` (in :data:`REASONS` order)."""
         now = self._clock()
-        return tuple(r for r in REASONS if r in self._over_since and now - self._over_since[r] >= self.config.window_s)
+        return tuple(
+            r for r in REASONS if r in self._over_since and now - self._over_since[r] >= self.config.admission_window_s
+        )
 
     def slow_ratio(self) -> float | None:
-        """Share of requests in the SLO window that missed the TTFA objective; None below ``min_slo_requests``."""
+        """Share of requests in the SLO window that missed the TTFA objective; None below ``ttfa_min_requests``."""
         self._prune()
-        if len(self._ttfa) < self.config.min_slo_requests:
+        if len(self._ttfa) < self.config.ttfa_min_requests:
             return None
         return self._num_slow / len(self._ttfa)
 
     def is_slo_breached(self) -> bool:
         ratio = self.slow_ratio()
-        return ratio is not None and ratio > self.config.max_slow_ratio
+        return ratio is not None and ratio > self.config.ttfa_max_slow_ratio
 
     def check(self) -> AdmissionDecision:
         """The decision for a request arriving now: pressure refuses first, then the SLO degrades."""
         reasons = self.active_reasons()
         if reasons:
-            return AdmissionDecision(False, reasons[0], retry_after_s=self.config.retry_after_s)
+            return AdmissionDecision(False, reasons[0], retry_after_s=self.config.admission_retry_after_s)
         if self.config.degrade_mode != "off" and self.is_slo_breached():
             if self.config.degrade_mode == "shed":
-                return AdmissionDecision(False, "slo", retry_after_s=self.config.retry_after_s)
+                return AdmissionDecision(False, "slo", retry_after_s=self.config.admission_retry_after_s)
             return AdmissionDecision(True, "slo", is_degraded=True)
         return ADMIT
 
     def _prune(self) -> None:
-        horizon = self._clock() - self.config.slo_window_s
+        horizon = self._clock() - self.config.ttfa_window_s
         while self._ttfa and self._ttfa[0][0] < horizon:
             _, was_slow = self._ttfa.popleft()
             self._num_slow -= was_slow

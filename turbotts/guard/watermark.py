@@ -5,9 +5,11 @@ change, while a low-level noise-like mark spread over thousands of samples per
 bit survives 16-bit PCM and FLAC exactly and common lossy codecs too.
 
 Measured at the default strength on speech-like audio (espeak-ng speech and
-synthetic vowels, tests/guard): SNR 30.0 dB (speech power over mark power);
-embedding 10 s takes about 1.3 ms on one CPU core (0.013 % of real time);
-detection about 30 ms. Excerpts of 2 s of speech are always decoded from
+synthetic vowels, tests/guard): SNR 30.0 dB (speech power over mark power).
+Embedding adds a precomputed template scaled by each block's level (a few array
+operations per chunk, a negligible share of real time on one CPU core); detection
+whitens the audio and finds the sync by FFT correlation, both far cheaper than synthesis.
+Excerpts of 2 s of speech are always decoded from
 16-bit WAV, FLAC, mp3 at 64-128 kbps, opus at 64 kbps and AAC at 64 kbps
 (through the server's encoders: tests/guard/test_watermark_codecs.py; per-format
 coded bit accuracy: scripts/watermark_accuracy.py, 0.96-0.97 on 2 s of espeak-ng

@@ -6,7 +6,7 @@ strict=True)`` loads it directly. Token embedding and the output heads live in
 :mod:`turbotts.model.embed`; this module maps embeddings to final hidden states.
 
 Three entry points share one layer stack and differ only in the attention
-metadata (see :mod:`turbotts.model.attention`):
+metadata (see :mod:`turbotts.model.attention_metadata`):
 
 * :meth:`GPT.forward` dense, no cache (teacher forcing, parity tests);
 * :meth:`GPT.prefill` prompts into KV slots;
@@ -23,14 +23,9 @@ from torch import Tensor, nn
 
 from turbotts.config import GPTConfig
 from turbotts.errors import EngineError
-from turbotts.model.attention import (
-    Attention,
-    AttentionMetadata,
-    DecodeMetadata,
-    DenseMetadata,
-    KVCache,
-    PrefillMetadata,
-)
+from turbotts.model.attention import Attention
+from turbotts.model.attention_metadata import AttentionMetadata, DecodeMetadata, DenseMetadata, PrefillMetadata
+from turbotts.model.kv_cache import KVCache
 from turbotts.model.layers import MLP, Fusable, RMSNorm, Rotary, RotaryEmbedding
 
 

@@ -98,7 +98,7 @@ class FusedLinear:
     are re-read from the file only if the module is unfused.
     On CPU the copy is reordered once into a oneDNN blocked layout, which runs
     decode-size matmuls (a few rows) near memory bandwidth where the default
-    BLAS path is ~1.5-3x slower.
+    BLAS path, tiled for large matrices, is markedly slower.
     """
 
     def __init__(self, weights: list[Tensor], use_onednn: bool) -> None:

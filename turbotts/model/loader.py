@@ -79,7 +79,7 @@ def release_freed_memory() -> None:
 
     Loading frees many weight-sized blocks (file buffers, weight-norm halves,
     float copies replaced by bf16 or int8); without a trim they stay resident for
-    the process's life, about 600 MB on the full model.
+    the process's life, hundreds of MB on the full model.
     """
     trim = getattr(libc(), "malloc_trim", None)  # absent outside glibc: nothing to trim
     if trim is not None:
@@ -105,7 +105,8 @@ def _place(
         speedup(modules)
     else:
         # one matmul for q/k/v, gate/up and the 4 code heads, prepacked for oneDNN on CPU:
-        # about 2x faster small-batch decode (the unfused weights stay the source of truth)
+        # a small-batch decode step reads each input once and makes fewer, larger matmul calls
+        # (the unfused weights stay the source of truth)
         modules.gpt.fuse()
         modules.embed.fuse()
     release_freed_memory()

@@ -27,7 +27,7 @@ import torch
 from turbotts.bench.roofline import decode_weight_bytes
 from turbotts.engine.vocoder_runner import VocoderRunner
 from turbotts.fidelity.forward import greedy_codes, prompt_ids, teacher_forced
-from turbotts.model.attention import DecodeMetadata
+from turbotts.model.attention_metadata import DecodeMetadata
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.sources import ModelSource, load_model
 

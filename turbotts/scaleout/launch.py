@@ -56,7 +56,7 @@ def build_application(settings: ServerSettings) -> Any:
         router: Any = CacheAffinityRouter  # a class or an import path (typed as the path's dict)
         options["request_router_config"] = RequestRouterConfig(
             request_router_class=router,
-            request_router_kwargs={"imbalanced_threshold": settings.affinity_imbalance},
+            request_router_kwargs={"affinity_imbalance": settings.affinity_imbalance},
         )
     deployment: Any = serve.deployment
     replicas = deployment(TTSReplica).options(**options).bind(settings)

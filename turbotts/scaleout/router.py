@@ -5,9 +5,10 @@ request with a routing key (:func:`turbotts.scaleout.routing.routing_key`) is
 offered first to the replica the rendezvous hash prefers, then to the others in
 rendezvous order, so repeated requests hit that replica's in-process L1 cache.
 When the preferred replica's queue is longer than the shortest queue by more
-than ``imbalanced_threshold`` requests, affinity yields: the request goes to
-the least-loaded replica, as Ray's ``PrefixCacheAffinityRouter`` does for LLM
-prefixes. Requests without a key go to the least-loaded replica.
+than ``affinity_imbalance`` requests (the server setting of that name), affinity
+yields: the request goes to the least-loaded replica, as Ray's
+``PrefixCacheAffinityRouter`` does for LLM prefixes (its ``imbalanced_threshold``).
+Requests without a key go to the least-loaded replica.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ ROUTING_KEY_KWARG = "routing_key"
 class CacheAffinityRouter(FIFOMixin, LocalityMixin, MultiplexMixin, RequestRouter):
     """Rendezvous affinity on the cache key, least-loaded fallback (``request_router_kwargs``: the threshold)."""
 
-    def initialize_state(self, imbalanced_threshold: int = 4, **kwargs: object) -> None:
-        self._imbalanced_threshold = imbalanced_threshold
+    def initialize_state(self, affinity_imbalance: int = 4, **kwargs: object) -> None:
+        self._affinity_imbalance = affinity_imbalance
 
     async def _queue_lens(self, replicas: list[RunningReplica]) -> dict[ReplicaID, int]:
         """Known queue lengths: from Ray's cache, probing the replicas it has no fresh entry for."""
@@ -65,6 +66,6 @@ class CacheAffinityRouter(FIFOMixin, LocalityMixin, MultiplexMixin, RequestRoute
         lens = await self._queue_lens(candidate_replicas)
         preferred_len = lens.get(order[0].replica_id, math.inf)
         shortest = min(lens.values(), default=math.inf)
-        if preferred_len - shortest > self._imbalanced_threshold:
+        if preferred_len - shortest > self._affinity_imbalance:
             return least_loaded  # affinity yields
         return [[order[0]], order[1:]]

@@ -15,8 +15,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from turbotts.text.sanitize import sanitize
-from turbotts.text.segment import split_text
+from turbotts.errors import TurboTTSError
+from turbotts.text.segmenter import split_input
+from turbotts.text.utterances import Utterance
 
 SPEECH_PATH = "/v1/audio/speech"
 
@@ -31,8 +32,11 @@ def routing_key(path: str, body: bytes, max_segment_chars: int) -> str | None:
         return None  # the replica answers the 400
     if not isinstance(fields, dict) or fields.get("seed") is None or not isinstance(fields.get("input"), str):
         return None
-    segments = split_text(sanitize(fields["input"]), max_segment_chars)
-    first = segments[0] if segments else ""
+    try:  # the segments the replica will synthesize (and cache), from the one segmenter
+        items = split_input(fields["input"], max_segment_chars=max_segment_chars)
+    except TurboTTSError:
+        items = []  # the replica answers the 400
+    first = next((item.text for item in items if isinstance(item, Utterance)), "")
     voice = fields.get("voice")
     return json.dumps([str(voice), str(fields["seed"]), first], ensure_ascii=False)
 

@@ -9,7 +9,10 @@ few, evenly sized segments rather than many tiny ones.
 Lengths are counted in *units*: a character, or a whole control token such as
 ``[uv_break]`` (one token for the model). A control token is never split, and
 one that follows a sentence end stays with that sentence.
-Pure ``str -> str``: no torch, no I/O.
+
+Request text goes through :func:`turbotts.text.segmenter.split_input` (which cleans it,
+reads SSML and calls :func:`split_text`); :class:`SentenceBuffer` cuts text that arrives in
+pieces. Pure ``str -> str``: no torch, no I/O.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from turbotts.text.sanitize import split_control_tokens
+
+#: The longest segment, in characters, unless the server's ``max_segment_chars`` says otherwise:
+#: ChatTTS speaks about this much well in one prompt.
+DEFAULT_MAX_SEGMENT_CHARS = 120
 
 _SENTENCE_END = frozenset("。！？!?；;…\n")
 _CLAUSE_END = frozenset("，,、：:—")
@@ -113,7 +120,7 @@ def is_speakable(segment: str) -> bool:
     return any(ch.isalnum() for ch in plain)
 
 
-def split_text(text: str, max_units: int = 100) -> list[str]:
+def split_text(text: str, max_units: int) -> list[str]:
     """Cut ``text`` into segments of at most ``max_units`` units.
 
     Args:
@@ -153,7 +160,7 @@ class SentenceBuffer:
     ``max_chars`` with no sentence end is cut at a clause or word boundary.
     """
 
-    def __init__(self, max_chars: int) -> None:
+    def __init__(self, max_chars: int = DEFAULT_MAX_SEGMENT_CHARS) -> None:
         self.max_chars = max_chars
         self._buffer = ""
 

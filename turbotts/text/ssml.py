@@ -1,4 +1,4 @@
-"""SSML input: a documented subset, parsed safely, turned into a plan of utterances and exact pauses.
+"""SSML input: a documented subset, parsed safely, read into utterances (text at a rate) and exact pauses.
 
 The subset (anything else is an :class:`~turbotts.errors.SSMLError`, a 400 that
 names the element and its line and column):
@@ -16,6 +16,9 @@ names the element and its line and column):
   entry of the pronunciation dictionary (a homophone respelling, the way
   :mod:`turbotts.text.pronounce` works). Phonetic alphabets (``ipa``, ``x-sampa``, pinyin) are
   refused: ChatTTS has no phoneme input.
+
+:func:`parse_ssml` only reads the document: the text between boundaries comes out whole, and
+:func:`turbotts.text.segmenter.split_input` cleans and cuts it as it cuts plain text.
 
 ChatTTS control tokens (``[uv_break]``, ``[laugh]``) in the text pass through. The
 document is parsed with defusedxml and DTDs forbidden, so there is no entity
@@ -35,9 +38,7 @@ from defusedxml.ElementTree import DefusedXMLParser
 from turbotts.errors import SSMLError
 from turbotts.text import say_as
 from turbotts.text.normalize import Lang, detect_language
-from turbotts.text.plan import Pause, PlanItem, Utterance
-from turbotts.text.sanitize import sanitize
-from turbotts.text.segment import is_speakable, split_text
+from turbotts.text.utterances import Pause, SpeechItem, Utterance
 
 MAX_BREAK_MS = 10_000
 MAX_TOTAL_BREAK_MS = 300_000
@@ -149,14 +150,13 @@ def _rate(value: str, fail: Callable[[str], SSMLError]) -> float:
     return number / 100 if percent else number
 
 
-class _Planner:
-    """Walks the tree, collecting text into segments and cutting at ``<p>``, ``<s>``, breaks and rate changes."""
+class _Reader:
+    """Walks the tree, collecting text into utterances and cutting at ``<p>``, ``<s>``, breaks and rate changes."""
 
-    def __init__(self, positions: dict[Element, Position], lang: Lang, max_segment_chars: int) -> None:
+    def __init__(self, positions: dict[Element, Position], lang: Lang) -> None:
         self.positions = positions
         self.lang = lang
-        self.max_segment_chars = max_segment_chars
-        self.items: list[PlanItem] = []
+        self.items: list[SpeechItem] = []
         self._pieces: list[str] = []
         self._rate = 1.0
         self._total_break_ms = 0.0
@@ -172,9 +172,8 @@ class _Planner:
     def boundary(self) -> None:
         text = " ".join("".join(self._pieces).split())
         self._pieces = []
-        for segment in split_text(sanitize(text), self.max_segment_chars):
-            if is_speakable(segment):
-                self.items.append(Utterance(segment, self._rate))
+        if text:
+            self.items.append(Utterance(text, self._rate))
 
     def walk(self, element: Element, rate: float, depth: int) -> None:
         name = _local(element.tag)
@@ -250,22 +249,21 @@ class _Planner:
         self.items.append(Pause(duration_ms))
 
 
-def plan_ssml(text: str, max_segment_chars: int = 120) -> list[PlanItem]:
+def parse_ssml(text: str) -> list[SpeechItem]:
     """The utterances and pauses an SSML document asks for, in order.
 
     Args:
         text: the document, ``<speak>`` at its root.
-        max_segment_chars: the longest segment; longer sentences are cut as plain text is.
 
     Returns:
-        Utterances (sanitized, segmented text with its rate) and pauses; utterances with
-        nothing speakable are dropped, so the list may hold no utterance at all.
+        Utterances (the text between two boundaries, whitespace collapsed, with its rate; not
+        yet sanitized or cut into segments) and pauses; the list may hold no utterance at all.
 
     Raises:
         SSMLError: not well-formed, a DTD or entity declaration, or markup outside the subset.
     """
     root, positions = _parse(text)
-    planner = _Planner(positions, detect_language("".join(root.itertext())), max_segment_chars)
-    planner.walk(root, 1.0, 0)
-    planner.boundary()
-    return planner.items
+    reader = _Reader(positions, detect_language("".join(root.itertext())))
+    reader.walk(root, 1.0, 0)
+    reader.boundary()
+    return reader.items

@@ -1,13 +1,13 @@
 // One decode step of the whole Llama layer stack for a few rows, in one call.
 //
-// Why: with int8 weights streamed by the tile kernel, a batch-1 step spent as
-// long again in ~25 small eager ops per layer (norms, rotary, cache writes,
-// single-query attention) and their Python dispatch as in reading the weights.
+// Why: with int8 weights streamed by the tile kernel, a batch-1 step spent a
+// large share of its time in ~25 small eager ops per layer (norms, rotary, cache
+// writes, single-query attention) and their Python dispatch, not in reading the weights.
 // Here each of those is a plain loop over a few thousand floats, and the
 // weights are read once per step by the same tile kernel. Wider steps (5 to 16
 // rows at concurrency 16) keep fbgemm's matmuls, whose VNNI multiply does 4x the
 // work per instruction, called from here on the same int8 weights; the rest of
-// the step stays fused (at 16 rows eager attention alone was a quarter of it).
+// the step stays fused (at 16 rows eager attention alone was a large part of it).
 
 #pragma once
 

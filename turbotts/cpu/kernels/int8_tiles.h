@@ -23,14 +23,13 @@ constexpr int64_t BLOCK_K = 4096;   // inputs summed in int32 before the float32
 #ifndef TURBOTTS_PREFETCH_BYTES
 #define TURBOTTS_PREFETCH_BYTES 8192
 #endif
-constexpr int64_t PREFETCH = TURBOTTS_PREFETCH_BYTES;  // bytes ahead in the tile stream (measured best on Zen 4)
+constexpr int64_t PREFETCH = TURBOTTS_PREFETCH_BYTES;  // bytes ahead in the tile stream (hides DRAM latency)
 
 // Prefetch into L2, not L1: a core has far fewer L1 miss buffers than L2 ones, so L1 prefetches
-// this far ahead stall the stream. With T1 the 80 matmuls of a full-size step ran 1.3x faster at
-// 1 row and 1.25x at 2 than with T0, alike at 4 (2-core Intel Xeon, AMX; any distance from 4 to
-// 64 KB alike). On an AVX2-only EPYC, where the multiply-adds are as slow as memory, T0, T1 and NTA
-// and 2 to 32 KB ahead all gave the same step within noise (13.1-15.0 ms). -D overrides the hint
-// and the distance for A/B builds.
+// this far ahead stall the stream. T1 is faster than T0 at one and two rows, where the step is bound
+// by the stream, and no slower at more, over a wide range of distances. Where the multiply-adds are as
+// slow as memory (AVX2 without VNNI), neither the hint nor the distance changes the step. -D overrides
+// the hint and the distance for A/B builds.
 #ifndef TURBOTTS_PREFETCH_HINT
 #define TURBOTTS_PREFETCH_HINT _MM_HINT_T1
 #endif

@@ -1,8 +1,8 @@
 // The sampler of engine/sampler.py for a few rows on CPU, one call per step.
 //
 // Why: the torch pipeline is ~60 small ops (a sort, softmaxes, cumsums, the counter hash) on a
-// (rows, 626) tensor, about 0.5-0.7 ms at batch 1: 5-6% of an int8 decode step that is otherwise
-// bound by its weight reads. Here each row is a few loops over its logits.
+// (rows, 626) tensor, each paying a dispatch that is large next to its work: a noticeable share of an
+// int8 decode step that is otherwise bound by its weight reads. Here each row is a few loops over its logits.
 //
 // Semantics are the torch pipeline's, in its order: divide by the temperature, repetition penalty
 // (penalty**count, multiplied into negative logits, divided out of the rest), top-p (drop the low

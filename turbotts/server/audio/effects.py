@@ -3,7 +3,7 @@
 Everything here works on float32 mono arrays and has a streaming form, because the
 server applies it to chunks as the engine produces them:
 
-- :func:`speed_plan` splits an OpenAI ``speed`` between ChatTTS's ``[speed_N]`` prompt
+- :func:`split_speed` splits an OpenAI ``speed`` between ChatTTS's ``[speed_N]`` prompt
   token and a residual :func:`time_stretch` (ffmpeg ``atempo``: tempo changes, pitch stays).
 - :func:`crossfade` and :class:`SegmentJoiner` blend consecutive segments so sentence
   boundaries do not click.
@@ -33,7 +33,7 @@ SPEED_TOKEN_MAX = 9
 SPEED_TOKEN_STEP = 1.05
 
 
-def speed_plan(speed: float, *, use_prompt: bool = True) -> tuple[int | None, float]:
+def split_speed(speed: float, *, use_prompt: bool = True) -> tuple[int | None, float]:
     """Map an OpenAI ``speed`` to a ChatTTS ``[speed_N]`` token and a residual time-stretch rate.
 
     We assume each step of the token changes pace by a factor of about 1.05, so

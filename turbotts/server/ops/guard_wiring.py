@@ -105,16 +105,16 @@ def admission_config(settings: ServerSettings) -> AdmissionConfig:
         total = torch.cuda.get_device_properties(torch.device(settings.device)).total_memory
         max_device = int(settings.admission_max_device_fraction * total)
     return AdmissionConfig(
-        window_s=settings.admission_window_s,
-        max_waiting=settings.admission_max_waiting,
-        min_free_slots=settings.admission_min_free_slots,
-        max_rss_bytes=max_rss,
-        max_device_bytes=max_device,
-        retry_after_s=settings.admission_retry_after_s,
+        admission_window_s=settings.admission_window_s,
+        admission_max_waiting=settings.admission_max_waiting,
+        admission_min_free_slots=settings.admission_min_free_slots,
+        admission_max_rss_bytes=max_rss,
+        admission_max_device_bytes=max_device,
+        admission_retry_after_s=settings.admission_retry_after_s,
         ttfa_slo_s=settings.ttfa_slo_s,
-        max_slow_ratio=settings.ttfa_max_slow_ratio,
-        slo_window_s=settings.ttfa_window_s,
-        min_slo_requests=settings.ttfa_min_requests,
+        ttfa_max_slow_ratio=settings.ttfa_max_slow_ratio,
+        ttfa_window_s=settings.ttfa_window_s,
+        ttfa_min_requests=settings.ttfa_min_requests,
         degrade_mode=settings.degrade_mode,
     )
 

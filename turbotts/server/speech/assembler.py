@@ -21,7 +21,7 @@ import numpy as np
 from turbotts.errors import InvalidInputError
 from turbotts.server.audio.effects import MAX_SPEED, MIN_SPEED, SegmentJoiner, StreamTimeStretcher
 from turbotts.server.audio.timeline import Caption, Timeline
-from turbotts.text.plan import Pause, Utterance
+from turbotts.text.utterances import Pause, Utterance
 
 
 class Tally(Protocol):

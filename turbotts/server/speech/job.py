@@ -1,6 +1,6 @@
-"""One planned synthesis and its way out: audio from a source, watermarked, encoded, with its captions.
+"""One synthesis and its way out: audio from a source, watermarked, encoded, with its captions.
 
-No FastAPI here. A :class:`SpeechJob` is built once, complete (plan, source,
+No FastAPI here. A :class:`SpeechJob` is built once, complete (resolved options, source,
 segments), by :class:`~turbotts.server.speech.service.SpeechService`; the route only
 streams :meth:`SpeechJob.encoded` or :meth:`SpeechJob.events`.
 """
@@ -25,12 +25,12 @@ from turbotts.server.audio.encoding import StreamEncoder
 from turbotts.server.audio.timeline import Caption, Timeline
 from turbotts.server.ops.metrics import Metrics
 from turbotts.server.speech.pipeline import SynthesisTally
-from turbotts.text.plan import Pause, Utterance
+from turbotts.text.utterances import Pause, Utterance
 
 
 @dataclass(frozen=True)
-class SpeechPlan:
-    """One request's resolved settings: the same params (voice, seed) for every segment."""
+class ResolvedOptions:
+    """A request's options, resolved: the same params (voice, seed, speed token) for every segment."""
 
     params: SynthesisParams
     response_format: str
@@ -80,13 +80,13 @@ class ClipSource:
 
 @dataclass
 class SpeechJob:
-    """A planned synthesis and its running tally (usage and metrics).
+    """A synthesis ready to run, and its running tally (usage and metrics).
 
     ``watermark`` marks the final waveform (after joining and time-stretch) chunk by
     chunk before it is encoded; ``on_first_audio`` gets the time to first audio.
     """
 
-    plan: SpeechPlan
+    resolved: ResolvedOptions
     pipeline: AudioSource
     segments: AsyncIterable[str | Utterance | Pause]
     metrics: Metrics
@@ -118,9 +118,11 @@ class SpeechJob:
         an encoder that buffers (mp3, aac, opus) at most one frame later, for ``flac``
         the whole file at the end. Bytes may come with no captions.
         """
-        plan = self.plan
+        resolved = self.resolved
         timeline = self.pipeline.timeline
-        encoder = StreamEncoder(plan.response_format, self.pipeline.sample_rate_hz, bit_rate_kbps=plan.bit_rate_kbps)
+        encoder = StreamEncoder(
+            resolved.response_format, self.pipeline.sample_rate_hz, bit_rate_kbps=resolved.bit_rate_kbps
+        )
         self.metrics.in_flight.inc()
         pending: list[Caption] = []
         is_first = True
@@ -165,7 +167,7 @@ class SpeechJob:
 
     def _observe_first_audio(self) -> None:
         ttfa_s = time.perf_counter() - self.started_s
-        self.metrics.ttfa_s.labels(self.plan.response_format).observe(ttfa_s)
+        self.metrics.ttfa_s.labels(self.resolved.response_format).observe(ttfa_s)
         if self.on_first_audio is not None:
             self.on_first_audio(ttfa_s)
 

@@ -1,12 +1,12 @@
 """Long text and text streams: segments synthesized a bounded number ahead, audio joined in order.
 
 One request becomes a sequence of segments (sentences or packed sentences).
-A feeder task starts segment synthesis while at most ``max_in_flight`` segments
+A feeder task starts segment synthesis while at most ``max_segments_in_flight`` segments
 are started but not yet fully streamed (a ring of two by default: the one being
 sent and the next one). The consumer streams segment after segment through an
 :class:`AudioAssembler` (a short crossfade at each boundary, time-stretch, exact
 pauses, and the caption :class:`Timeline`), so however long the text, memory holds
-at most ``max_in_flight`` segments of audio. Every segment
+at most ``max_segments_in_flight`` segments of audio. Every segment
 uses the same :class:`SynthesisParams` (voice and seed), so the voice stays the
 same across the request. No FastAPI here.
 """
@@ -27,9 +27,9 @@ from turbotts.errors import InvalidInputError
 from turbotts.params import SynthesisParams
 from turbotts.server.audio.timeline import Timeline, caption_text
 from turbotts.server.speech.assembler import AudioAssembler
-from turbotts.text.plan import Pause, Utterance, as_utterance
-from turbotts.text.sanitize import sanitize
-from turbotts.text.segment import SentenceBuffer, is_speakable, split_text
+from turbotts.text.segment import SentenceBuffer
+from turbotts.text.segmenter import split_plain
+from turbotts.text.utterances import Pause, Utterance, as_utterance
 
 _END = object()
 
@@ -46,19 +46,18 @@ class SynthesisTally:
 
 
 async def sentences_of(pieces: AsyncIterable[str], max_chars: int) -> AsyncIterator[str]:
-    """Clean, speakable segments of a text stream, as soon as each sentence is complete."""
+    """Clean, speakable segments of a text stream, as soon as each sentence is complete.
+
+    Each sentence is cut as the one segmenter cuts plain text (:func:`split_plain`).
+    """
     buffer = SentenceBuffer(max_chars)
     async for piece in pieces:
         for sentence in buffer.push(piece):
-            for segment in _clean_segments(sentence, max_chars):
-                yield segment
+            for utterance in split_plain(sentence, max_chars):
+                yield utterance.text
     for sentence in buffer.flush():
-        for segment in _clean_segments(sentence, max_chars):
-            yield segment
-
-
-def _clean_segments(text: str, max_chars: int) -> list[str]:
-    return [s for s in split_text(sanitize(text), max_chars) if is_speakable(s)]
+        for utterance in split_plain(sentence, max_chars):
+            yield utterance.text
 
 
 Emit = Callable[[np.ndarray], None]
@@ -146,7 +145,7 @@ class SegmentPipeline:
         params: SynthesisParams,
         *,
         request_id: str,
-        max_in_flight: int = 2,
+        max_segments_in_flight: int = 2,
         stretch_rate: float = 1.0,
         sample_rate_hz: int = 24000,
         count_tokens: Callable[[str], int] | None = None,
@@ -157,7 +156,7 @@ class SegmentPipeline:
         self.engine = engine
         self.params = params
         self.request_id = request_id
-        self.max_in_flight = max_in_flight
+        self.max_segments_in_flight = max_segments_in_flight
         self.stretch_rate = stretch_rate
         self.sample_rate_hz = sample_rate_hz
         self.count_tokens = count_tokens
@@ -184,7 +183,7 @@ class SegmentPipeline:
             InvalidInputError: no segment could be synthesized (the last segment's error).
             QueueFullError, EngineError: from the engine.
         """
-        slots = asyncio.Semaphore(self.max_in_flight)
+        slots = asyncio.Semaphore(self.max_segments_in_flight)
         ring: asyncio.Queue[object] = asyncio.Queue()
         feeder = asyncio.create_task(self._feed(segments, slots, ring))
         post = AudioAssembler(self.stretch_rate, self.sample_rate_hz, self.tally, self.timeline)

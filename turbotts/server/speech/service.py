@@ -1,8 +1,9 @@
 """What the HTTP and WebSocket routes do, without FastAPI: the speech request path, top to bottom.
 
 ``speech`` reads in the order a request lives: check (model, length, text that is
-empty once cleaned or SSML outside the subset, blocklist) -> admit -> plan (voice, seed, speed, sampling) ->
-segments -> look up the cache -> build the segment source once -> a complete
+empty once cleaned or SSML outside the subset, blocklist; the segments come from the one
+segmenter, :func:`~turbotts.text.segmenter.split_input`) -> admit -> resolve the options
+(voice, seed, speed, sampling) -> look up the cache -> build the segment source once -> a complete
 :class:`SpeechJob`. Every user error raises before any audio is made, so it
 becomes a status code rather than a broken stream. The route then streams the
 job: engine -> :class:`SegmentPipeline` (order, crossfade, time-stretch) ->
@@ -18,33 +19,33 @@ import functools
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from typing import TypeVar
 
 from turbotts.cache.tiered import CacheLevel
 from turbotts.engine.async_engine import AsyncEngine
-from turbotts.errors import InputTooLongError, InvalidInputError, OverloadedError, UnknownModelError
+from turbotts.errors import InputTooLongError, OverloadedError, UnknownModelError
 from turbotts.guard.watermark import Payload, WatermarkStream
 from turbotts.params import SynthesisParams, user_sampling
 from turbotts.redaction import sensitive_text, text_fields
-from turbotts.server.audio.effects import speed_plan
+from turbotts.server.audio.effects import split_speed
 from turbotts.server.audio.encoding import BUFFERED_FORMATS
 from turbotts.server.ops.guard_wiring import Guards
 from turbotts.server.ops.metrics import Metrics
+from turbotts.server.schemas import SpeechRequest, SynthesisOptions
 from turbotts.server.settings import ServerSettings
 from turbotts.server.speech.assembler import check_rate
-from turbotts.server.speech.job import ClipSource, SpeechJob, SpeechPlan
+from turbotts.server.speech.job import ClipSource, ResolvedOptions, SpeechJob
 from turbotts.server.speech.pipeline import EngineSource, SegmentPipeline, SegmentSource, sentences_of
 from turbotts.server.voices.service import VoiceService
-from turbotts.server.web.responses import iterate
-from turbotts.server.web.schemas import SpeechRequest, SynthesisOptions
-from turbotts.text.plan import Pause, PlanItem, Utterance, as_utterance
-from turbotts.text.sanitize import sanitize
-from turbotts.text.segment import is_speakable, split_text
-from turbotts.text.ssml import is_ssml, plan_ssml
+from turbotts.text.segmenter import split_input
+from turbotts.text.ssml import is_ssml
+from turbotts.text.utterances import SpeechItem, Utterance
 
 KNOWN_MODELS = frozenset({"tts-1", "tts-1-hd", "gpt-4o-mini-tts", "chattts", "turbotts"})
 _REFINE_PROMPT_RE = re.compile(r"^(?:\[(?:oral|laugh|break)_\d\])+$")
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class SpeechService:
@@ -68,7 +69,7 @@ class SpeechService:
         self.sample_rate_hz = engine.sample_rate_hz
 
     async def speech(self, request: SpeechRequest, request_id: str) -> SpeechJob:
-        """Check, admit and plan a ``/v1/audio/speech`` request; the job is complete, no synthesis runs yet.
+        """Check, admit and resolve a ``/v1/audio/speech`` request; the job is complete, no synthesis runs yet.
 
         User errors come first (a 400 says more than a 503); then admission control, then
         the cache lookup of a deterministic request.
@@ -82,54 +83,54 @@ class SpeechService:
 
     async def _speech(self, request: SpeechRequest, request_id: str) -> SpeechJob:
         _check_model(request.model)
-        items = self.plan_input(request)
+        items = self.segments_of(request)
         self.check_content(request.input)
         is_degraded = self.admit()
-        plan = self.plan(request)
+        resolved = self.resolve_options(request)
         for item in items:
             if isinstance(item, Utterance):
-                check_rate(plan.stretch_rate, item.rate)  # speed times prosody rate: refused before any audio
+                check_rate(resolved.stretch_rate, item.rate)  # speed times prosody rate: refused before any audio
         described = text_fields(request.input)
         logger.info(
             "speech text_sha256=%s text_len=%d format=%s seeded=%s",
-            described["text_sha256"], described["text_len"], plan.response_format, plan.is_deterministic,
+            described["text_sha256"], described["text_len"], resolved.response_format, resolved.is_deterministic,
         )  # fmt: skip
         if is_degraded and self.fallback is not None:
             clip = ClipSource(self.fallback.clip, self.sample_rate_hz)  # a fresh tally per request
-            return SpeechJob(plan, clip, iterate([]), self.metrics, is_degraded=True)
-        texts = [as_utterance(item).text for item in items if not isinstance(item, Pause)]
-        cache_level, source = await self._source(plan, texts)
-        return self._job(plan, source, iterate(items), request_id, watermark_key=request.input, cache_level=cache_level)
+            return SpeechJob(resolved, clip, _iterate([]), self.metrics, is_degraded=True)
+        texts = [item.text for item in items if isinstance(item, Utterance)]
+        cache_level, source = await self._source(resolved, texts)
+        return self._job(
+            resolved, source, _iterate(items), request_id, watermark_key=request.input, cache_level=cache_level
+        )
 
     def text_stream(self, options: SynthesisOptions, pieces: AsyncIterable[str], request_id: str) -> SpeechJob:
-        """Plan a synthesis of incrementally arriving text, cut at sentence ends (each checked by the blocklist)."""
+        """A synthesis of incrementally arriving text, cut at sentence ends (each checked by the blocklist)."""
         self.admit()  # a degraded server still takes streams: the fallback clip cannot answer arbitrary text
-        plan = self.plan(options)
+        resolved = self.resolve_options(options)
         segments = self._checked(sentences_of(pieces, self.settings.max_segment_chars))
-        source: SegmentSource = self._engine_source(plan)
-        if plan.is_deterministic:  # segments are not known yet: nothing to look up, but fill the cache
-            source = self.guards.audio_cache.source(source, plan.params, frozenset())
-        return self._job(plan, source, segments, request_id, watermark_key=request_id)
+        source: SegmentSource = self._engine_source(resolved)
+        if resolved.is_deterministic:  # segments are not known yet: nothing to look up, but fill the cache
+            source = self.guards.audio_cache.source(source, resolved.params, frozenset())
+        return self._job(resolved, source, segments, request_id, watermark_key=request_id)
 
     # -- checks -------------------------------------------------------------------------
 
-    def plan_input(self, request: SpeechRequest) -> list[str | PlanItem]:
-        """The segments of plain text, or the utterances and pauses of SSML.
+    def segments_of(self, request: SpeechRequest) -> list[SpeechItem]:
+        """The utterances and pauses of the input (plain text or SSML), cut by the one segmenter.
 
         Raises:
-            InputTooLongError, InvalidInputError (nothing to say), SSMLError (400 naming element and position).
+            InputTooLongError, InvalidInputError (nothing to say), SSMLError (400 naming element and position),
+            ContentFilteredError (what SSML's ``<sub>`` and ``<say-as>`` produced).
         """
-        is_markup = request.input_format == "ssml" or (request.input_format is None and is_ssml(request.input))
-        if not is_markup:
-            return list(split_text(self.clean_input(request.input), self.settings.max_segment_chars))
         self.check_length(request.input)
-        items = plan_ssml(request.input, self.settings.max_segment_chars)
-        utterances = [item for item in items if isinstance(item, Utterance)]
-        if not utterances:
-            raise InvalidInputError("the SSML has nothing to say once its markup is read; add some text")
-        for utterance in utterances:  # what <sub> and <say-as> produced, too
-            self.check_content(utterance.text)
-        return list(items)
+        is_markup = request.input_format == "ssml" or (request.input_format is None and is_ssml(request.input))
+        items = split_input(request.input, is_ssml=is_markup, max_segment_chars=self.settings.max_segment_chars)
+        if is_markup:
+            for item in items:  # what <sub> and <say-as> produced, too
+                if isinstance(item, Utterance):
+                    self.check_content(item.text)
+        return items
 
     def check_length(self, text: str) -> None:
         """Raises InputTooLongError (413) for input longer than ``max_input_chars``."""
@@ -138,14 +139,6 @@ class SpeechService:
                 f"input is {len(text)} characters; this server takes at most {self.settings.max_input_chars}. "
                 "Split the text into several requests, or use the WebSocket endpoint for long text"
             )
-
-    def clean_input(self, text: str) -> str:
-        """Sanitized text. Raises InputTooLongError (413) or InvalidInputError (nothing to say)."""
-        self.check_length(text)
-        cleaned = sanitize(text)
-        if not is_speakable(cleaned):
-            raise InvalidInputError("input has nothing to say once markup, emoji and symbols are removed")
-        return cleaned
 
     def check_content(self, text: str) -> None:
         """Raises: ContentFilteredError (400 ``content_filtered``) when the blocklist matches."""
@@ -179,13 +172,13 @@ class SpeechService:
             self.metrics.degraded.labels("fallback").inc()
         return decision.is_degraded
 
-    # -- plan, source, job ------------------------------------------------------------------
+    # -- options, source, job ---------------------------------------------------------------
 
-    def plan(self, options: SynthesisOptions) -> SpeechPlan:
+    def resolve_options(self, options: SynthesisOptions) -> ResolvedOptions:
         """Resolve voice, seed, speed and sampling into one :class:`SynthesisParams`."""
         warnings: list[str] = []
         resolved = self.voices.resolve(options.voice)
-        token, rate = speed_plan(options.speed)
+        token, rate = split_speed(options.speed)
         refine_prompt = ""
         if options.instructions:
             compact = re.sub(r"\s+", "", options.instructions)
@@ -214,42 +207,42 @@ class SpeechService:
         )
         fmt = options.response_format
         bit_rate_kbps = self.settings.bit_rate_kbps(fmt)
-        return SpeechPlan(params, fmt, rate, tuple(warnings), options.seed is not None, bit_rate_kbps)
+        return ResolvedOptions(params, fmt, rate, tuple(warnings), options.seed is not None, bit_rate_kbps)
 
-    def _engine_source(self, plan: SpeechPlan) -> EngineSource:
+    def _engine_source(self, resolved: ResolvedOptions) -> EngineSource:
         """Streamed formats are real-time work (a listener plays them as they come); buffered ones are batch."""
-        is_realtime = plan.response_format not in BUFFERED_FORMATS
-        return EngineSource(self.engine, plan.params, on_request=self.metrics.engine_requests.inc,
+        is_realtime = resolved.response_format not in BUFFERED_FORMATS
+        return EngineSource(self.engine, resolved.params, on_request=self.metrics.engine_requests.inc,
                             is_realtime=is_realtime)  # fmt: skip
 
-    async def _source(self, plan: SpeechPlan, segments: list[str]) -> tuple[CacheLevel | None, SegmentSource]:
+    async def _source(self, resolved: ResolvedOptions, segments: list[str]) -> tuple[CacheLevel | None, SegmentSource]:
         """The segment source, built once: the engine, behind the audio cache when the request has a seed.
 
         Returns the ``X-Cache`` level too (each segment looked up and counted once), None when not cacheable.
         """
-        source: SegmentSource = self._engine_source(plan)
-        if not plan.is_deterministic:
+        source: SegmentSource = self._engine_source(resolved)
+        if not resolved.is_deterministic:
             return None, source
         audio_cache = self.guards.audio_cache
-        keys = [audio_cache.key(segment, plan.params) for segment in segments]
+        keys = [audio_cache.key(segment, resolved.params) for segment in segments]
         level = await audio_cache.look_up(keys)
-        return level, audio_cache.source(source, plan.params, frozenset(keys))
+        return level, audio_cache.source(source, resolved.params, frozenset(keys))
 
     def _job(
-        self, plan: SpeechPlan, source: SegmentSource, segments: AsyncIterable[str | PlanItem], request_id: str, *,
-        watermark_key: str, cache_level: CacheLevel | None = None,
+        self, resolved: ResolvedOptions, source: SegmentSource, segments: AsyncIterable[str | SpeechItem],
+        request_id: str, *, watermark_key: str, cache_level: CacheLevel | None = None,
     ) -> SpeechJob:  # fmt: skip
         pipeline = SegmentPipeline(
             self.engine,
-            plan.params,
+            resolved.params,
             request_id=request_id,
-            max_in_flight=self.settings.max_segments_in_flight,
-            stretch_rate=plan.stretch_rate,
+            max_segments_in_flight=self.settings.max_segments_in_flight,
+            stretch_rate=resolved.stretch_rate,
             sample_rate_hz=self.sample_rate_hz,
             count_tokens=self.engine.count_text_tokens,
             source=source,
             observe_in_flight=self.metrics.observe_segments_in_flight,
-            spoken_text=functools.partial(self.engine.spoken_text, normalize_text=plan.params.normalize_text),
+            spoken_text=functools.partial(self.engine.spoken_text, normalize_text=resolved.params.normalize_text),
         )
         guards = self.guards
         watermark = None
@@ -257,7 +250,7 @@ class SpeechService:
             payload = Payload.for_request(guards.watermark_key_id, watermark_key)
             watermark = WatermarkStream(guards.watermark_key, payload)
         return SpeechJob(
-            plan, pipeline, segments, self.metrics, watermark=watermark,
+            resolved, pipeline, segments, self.metrics, watermark=watermark,
             on_first_audio=guards.admission.observe_ttfa, cache_level=cache_level,
         )  # fmt: skip
 
@@ -267,3 +260,9 @@ def _check_model(model: str) -> None:
         raise UnknownModelError(
             f"model {model[:100]!r} is not served here; use one of {', '.join(sorted(KNOWN_MODELS))}"
         )
+
+
+async def _iterate(items: Iterable[T]) -> AsyncIterator[T]:
+    """An async iterator over ``items`` (segments known up front), as the job reads every segment source."""
+    for item in items:
+        yield item

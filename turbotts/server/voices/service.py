@@ -22,9 +22,9 @@ from turbotts.errors import VoiceMixError
 from turbotts.model.speaker import decode_audio_prompt, decode_voice, encode_voice
 from turbotts.model.voice_mix import is_voice_mix, mix_voices, parse_voice_mix
 from turbotts.params import VoiceReference
+from turbotts.server.schemas import VOICE_NAME_PATTERN, VoiceCreate, VoiceRef
 from turbotts.server.voices.redis_store import RedisVoiceStore
 from turbotts.server.voices.store import Voice, VoiceStore
-from turbotts.server.web.schemas import VOICE_NAME_PATTERN, VoiceCreate, VoiceRef
 
 _VOICE_NAME_RE = re.compile(VOICE_NAME_PATTERN)
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@ the stream helpers that make errors raise before the status line is sent."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 from starlette.responses import StreamingResponse
@@ -56,9 +56,3 @@ async def _chain(head: tuple[T] | None, rest: AsyncIterator[T]) -> AsyncIterator
         aclose = getattr(rest, "aclose", None)
         if aclose is not None:
             await aclose()
-
-
-async def iterate(items: Iterable[T]) -> AsyncIterator[T]:
-    """An async iterator over ``items`` (segments known up front)."""
-    for item in items:
-        yield item

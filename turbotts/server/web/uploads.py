@@ -20,7 +20,7 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from turbotts.errors import InvalidInputError, ReferenceAudioError, ReferenceTooLargeError
 from turbotts.params import MAX_TRANSCRIPT_CHARS
-from turbotts.server.web.schemas import VOICE_NAME_PATTERN, VoiceCreate
+from turbotts.server.schemas import VOICE_NAME_PATTERN, VoiceCreate
 
 #: Room for the name, transcript and multipart framing on top of the clip itself.
 FORM_OVERHEAD_BYTES = 64 * 1024

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from turbotts.server.schemas import ErrorResponse, Reloaded
 from turbotts.server.web.deps import ApiKeyDep, GuardsDep
-from turbotts.server.web.schemas import ErrorResponse, Reloaded
 
 router = APIRouter(prefix="/admin", tags=["operations"])
 

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from turbotts.server.schemas import Health, Readiness, Ready
 from turbotts.server.web.deps import EngineDep, MetricsDep, SettingsDep
-from turbotts.server.web.schemas import Health, Readiness, Ready
 
 router = APIRouter(tags=["operations"])
 

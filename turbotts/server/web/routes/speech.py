@@ -2,7 +2,7 @@
 
 Beyond OpenAI's fields:
 
-- ``speed`` (0.25..4.0) goes through :func:`speed_plan`: a ``[speed_N]`` prompt token
+- ``speed`` (0.25..4.0) goes through :func:`split_speed`: a ``[speed_N]`` prompt token
   covers about 0.8..1.25, and a pitch-keeping time-stretch does the rest.
 - ``instructions`` made only of refine tokens (``[oral_2][laugh_0][break_6]``) become
   the refine stage's prompt (so they act with ``refine_text=true``); anything else is
@@ -37,11 +37,11 @@ from fastapi.responses import JSONResponse
 
 from turbotts.errors import TurboTTSError
 from turbotts.server.audio.encoding import CONTENT_TYPES
+from turbotts.server.schemas import CaptionedSpeech, CaptionedSpeechRequest, ErrorResponse, SpeechRequest
 from turbotts.server.speech.job import SpeechJob
 from turbotts.server.web.deps import AccessDep, RequestIdDep, ServiceDep
 from turbotts.server.web.errors import describe
 from turbotts.server.web.responses import ClosingStreamingResponse, prime
-from turbotts.server.web.schemas import CaptionedSpeech, CaptionedSpeechRequest, ErrorResponse, SpeechRequest
 
 router = APIRouter(tags=["speech"])
 _ERRORS: dict[int | str, dict[str, object]] = {
@@ -95,8 +95,8 @@ async def create_captioned_speech(
 
 def _headers(job: SpeechJob) -> dict[str, str]:
     headers: dict[str, str] = {"X-Cache": job.cache_level or "miss"}
-    if job.plan.warnings:
-        headers["X-TurboTTS-Warning"] = "; ".join(job.plan.warnings)
+    if job.resolved.warnings:
+        headers["X-TurboTTS-Warning"] = "; ".join(job.resolved.warnings)
     if job.is_degraded:
         headers["X-TurboTTS-Degraded"] = "fallback"
     return headers

@@ -6,9 +6,9 @@ import asyncio
 
 from fastapi import APIRouter, Request, Response
 
+from turbotts.server.schemas import ErrorResponse, VoiceList, VoiceOut
 from turbotts.server.voices.store import Voice
 from turbotts.server.web.deps import AccessDep, SettingsDep, VoiceServiceDep
-from turbotts.server.web.schemas import ErrorResponse, VoiceList, VoiceOut
 from turbotts.server.web.uploads import CREATE_VOICE_BODY, is_form, read_clip_upload, read_voice_json
 
 router = APIRouter(prefix="/v1/voices", tags=["voices"])

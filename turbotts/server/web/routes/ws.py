@@ -20,9 +20,9 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from turbotts.errors import InvalidInputError, TurboTTSError, UnsupportedFrameError
 from turbotts.server.ops.context import request_id_var
+from turbotts.server.schemas import WsConfig, WsEnd, WsText
 from turbotts.server.web.deps import ServiceDep, check_rate_limit, require_api_key
 from turbotts.server.web.errors import describe
-from turbotts.server.web.schemas import WsConfig, WsEnd, WsText
 
 router = APIRouter(tags=["speech"])
 _CONFIG = TypeAdapter(WsConfig)

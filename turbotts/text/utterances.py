@@ -1,8 +1,9 @@
 """What a request asks to be said, in order: utterances (text at a rate) and exact pauses.
 
-Plain text becomes utterances only; SSML (:mod:`turbotts.text.ssml`) adds pauses
-(``<break>``) and rates (``<prosody rate>``). The server's pipeline synthesizes each
-utterance and inserts each pause as silence, sample-exact. Pure data: no torch, no I/O.
+:func:`turbotts.text.segmenter.split_input` turns input text into this list: plain text
+becomes utterances only; SSML (:mod:`turbotts.text.ssml`) adds pauses (``<break>``) and
+rates (``<prosody rate>``). The server's pipeline synthesizes each utterance and inserts
+each pause as silence, sample-exact. Pure data: no torch, no I/O.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Utterance:
-    """One segment to synthesize; ``rate`` multiplies the request's speed (2.0: twice as fast)."""
+    """Text to synthesize; ``rate`` multiplies the request's speed (2.0: twice as fast)."""
 
     text: str
     rate: float = 1.0
@@ -25,7 +26,8 @@ class Pause:
     duration_ms: float
 
 
-PlanItem = Utterance | Pause
+#: One item of what a request says: an utterance or a pause.
+SpeechItem = Utterance | Pause
 
 
 def as_utterance(item: str | Utterance) -> Utterance:

@@ -90,7 +90,7 @@ class SpeechRequest(SynthesisOptions):
     input: str = Field(description="Text to say; ChatTTS control tokens such as [uv_break] pass through.")
     input_format: Literal["text", "ssml"] | None = Field(
         default=None,
-        description="ssml: input is an SSML document (the subset in the README); text: plain text, markup "
+        description="ssml: input is an SSML document (the subset in docs/http/ssml.md); text: plain text, markup "
         "stripped; unset: SSML when input starts with <speak>, else text.",
     )
     stream_format: Literal["audio", "sse"] = "audio"
