@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import soundfile as sf
 import srt
@@ -84,3 +85,44 @@ def test_say_refuses_bad_ssml_with_exit_2_naming_the_element(tmp_path: Path) -> 
     result = run_cli("say", "<speak><audio src='x'/></speak>", "-o", str(tmp_path / "x.wav"), "--load-format", "dummy")
     assert result.returncode == 2
     assert "SSML <audio> at line 1, column 8" in result.stderr
+
+
+DIALOGUE = (
+    '<?xml version="1.0" encoding="UTF-8"?><speak version="1.1" xmlns="http://www.w3.org/2001/10/synthesis" '
+    'xml:lang="en-US"><voice name="nova">Hello there.</voice><voice name="onyx">See you.</voice></speak>'
+)
+
+
+def say_document(tmp_path: Path, name: str, document: str, *extra: str) -> np.ndarray:
+    wav = tmp_path / f"{name}.wav"
+    result = run_cli("say", document, "-o", str(wav), "--load-format", "dummy", "--max-new-tokens", "12",
+                     "--seed", "3", "--skip-refine", *extra)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return sf.read(str(wav), dtype="int16")[0]
+
+
+def test_say_speaks_a_voice_dialogue_in_order_and_names_the_voices(tmp_path: Path) -> None:
+    vtt, srt_path = tmp_path / "d.vtt", tmp_path / "d.srt"
+    dialogue = say_document(tmp_path, "d", DIALOGUE, "--captions", str(vtt))
+    assert np.array_equal(say_document(tmp_path, "d2", DIALOGUE, "--captions", str(srt_path)), dialogue)
+    first = say_document(tmp_path, "a", '<speak><voice name="nova">Hello there.</voice></speak>')
+    second = say_document(tmp_path, "b", '<speak><voice name="onyx">See you.</voice></speak>')
+    assert np.array_equal(dialogue, np.concatenate([first, second]))  # each voice as alone, in order, no crossfade
+    assert not np.array_equal(dialogue, say_document(tmp_path, "n", DIALOGUE.replace("onyx", "nova")))
+    assert [(c.voice, c.text) for c in webvtt.read(str(vtt))] == [("nova", "Hello there."), ("onyx", "See you.")]
+    assert "<v nova>Hello there." in vtt.read_text(encoding="utf-8")
+    cues = list(srt.parse(srt_path.read_text(encoding="utf-8")))
+    assert [c.content for c in cues] == ["nova: Hello there.", "onyx: See you."]
+    assert round(cues[0].end.total_seconds() * 24000) == pytest.approx(first.size, abs=12)  # to the millisecond
+
+
+def test_say_mixes_voices_and_refuses_a_saved_name(tmp_path: Path) -> None:
+    mixed = say_document(tmp_path, "m", '<speak><voice name="nova*0.5+onyx*0.5">Hello there.</voice></speak>')
+    assert mixed.size > 0
+    assert not np.array_equal(
+        mixed, say_document(tmp_path, "o", '<speak><voice name="nova">Hello there.</voice></speak>')
+    )
+    result = run_cli("say", '<speak><voice name="my-saved">Hi.</voice></speak>', "-o", str(tmp_path / "x.wav"),
+                     "--load-format", "dummy")  # fmt: skip
+    assert result.returncode == 2 and "say knows the built-in voices" in result.stderr
+    assert not (tmp_path / "x.wav").exists()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -25,6 +26,8 @@ from turbotts.engine.core import EngineCore
 from turbotts.engine.request import RequestOutput
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.reference import encode_reference
+from turbotts.model.speaker import decode_voice, encode_voice
+from turbotts.model.voice_mix import is_voice_mix, mix_voices, parse_voice_mix
 from turbotts.params import SynthesisParams, VoiceReference
 from turbotts.sources import ModelSource, load_model_gated
 from turbotts.text.segment import DEFAULT_MAX_SEGMENT_CHARS
@@ -85,6 +88,25 @@ class TTS:
     def random_voice(self, seed: int) -> str:
         """An official voice string drawn from the checkpoint's speaker statistics."""
         return self.engine.runner.random_voice(seed)
+
+    def voice_string(self, voice: str, seeds: Mapping[str, int]) -> str:
+        """``voice`` as an official voice string: a voice string, or a mix (``a*0.7+b*0.3``) of voice strings
+        and the names in ``seeds`` (each the seed voice :meth:`random_voice` draws).
+
+        Raises:
+            VoiceError: not a voice string of this checkpoint (a name not in ``seeds`` is not one either).
+            VoiceMixError: a malformed mix.
+        """
+        hidden_size = self.model.config.gpt.hidden_size
+
+        def vector(part: str) -> torch.Tensor:
+            return decode_voice(self.random_voice(seeds[part]) if part in seeds else part, hidden_size)
+
+        if not is_voice_mix(voice):
+            vector(voice)  # checks the string
+            return voice
+        parts = parse_voice_mix(voice)
+        return encode_voice(mix_voices([vector(part.name) for part in parts], [part.weight for part in parts]))
 
     def reference_from_audio(self, wav: np.ndarray, sample_rate_hz: int, transcript: str) -> VoiceReference:
         """A zero-shot voice from a clip: ``SynthesisParams(reference=...)`` then speaks in its voice.

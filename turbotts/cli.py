@@ -71,7 +71,8 @@ def init_checkpoint(
 @app.command()
 def say(
     text: Annotated[
-        str, typer.Argument(help="What to say (control tokens like [uv_break] pass through; <speak>...: SSML).")
+        str,
+        typer.Argument(help="What to say (control tokens like [uv_break] pass through; <speak> or <?xml: SSML)."),
     ],
     output: Annotated[Path, typer.Option("-o", "--output", help="WAV file to write (24 kHz).")] = Path("out.wav"),
     checkpoint: CheckpointOpt = None,

@@ -99,16 +99,60 @@ def test_namespaces_xml_lang_and_control_tokens_are_kept_working() -> None:
     assert said(document) == "Hello [uv_break] there [laugh]."
 
 
-def test_is_ssml_needs_a_speak_root() -> None:
+def test_is_ssml_needs_a_speak_root_or_an_xml_declaration() -> None:
     assert is_ssml("  <speak>hi</speak>") and is_ssml("<speak\nversion='1.0'>hi</speak>") and is_ssml("<speak/>")
     assert not is_ssml("<speaker>hi</speaker>") and not is_ssml("say <speak>")
+    assert is_ssml('<?xml version="1.0"?><speak>hi</speak>') and is_ssml('\ufeff\n <?xml version="1.0"?>\n<speak/>')
+    assert is_ssml("\ufeff<speak>hi</speak>")
+    assert not is_ssml("<?xmlfoo?>") and not is_ssml("a <?xml version='1.0'?>")
+
+
+W3C = (
+    '\ufeff<?xml version="1.0" encoding="UTF-8"?>\n'
+    '<speak version="1.1" xmlns="http://www.w3.org/2001/10/synthesis"\n'
+    '       xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xml:lang="en-US">\n'
+    "  <p>Hello there.</p>\n</speak>"
+)
+
+
+def test_a_w3c_document_says_only_its_text() -> None:
+    assert split_input(W3C) == [Utterance("Hello there.")] == split_input("<speak><p>Hello there.</p></speak>")
+    prefixed = '<?xml version="1.0"?><s:speak xmlns:s="http://www.w3.org/2001/10/synthesis"><s:p>Hi.</s:p></s:speak>'
+    assert split_input(prefixed) == [Utterance("Hi.")]
+
+
+def test_voice_switches_the_voice_of_its_content_and_the_innermost_wins() -> None:
+    document = (
+        '<speak>Narrator. <voice name="nova">Hi, Bob. <voice name="alloy*0.5+echo*0.5">Hi!</voice> Fine.</voice>'
+        '<voice name="onyx"><s>One.</s><break time="100ms"/><s>Two.</s></voice>End.</speak>'
+    )
+    assert segments(document) == [
+        Utterance("Narrator."), Utterance("Hi, Bob.", voice="nova"), Utterance("Hi!", voice="alloy*0.5+echo*0.5"),
+        Utterance("Fine.", voice="nova"), Utterance("One.", voice="onyx"), Pause(100),
+        Utterance("Two.", voice="onyx"), Utterance("End."),
+    ]  # fmt: skip
+    # two voices in a row are two segments even with the same rate and no <s>; rates keep working inside
+    two = '<speak><voice name="a">x</voice><voice name="b"><prosody rate="50%">y</prosody></voice></speak>'
+    assert segments(two) == [Utterance("x", voice="a"), Utterance("y", 0.5, "b")]
+
+
+def test_emphasis_is_ignored_and_its_content_spoken() -> None:
+    assert segments('<speak>It is <emphasis level="strong">very</emphasis> good.</speak>') == [
+        Utterance("It is very good.")
+    ]
 
 
 @pytest.mark.parametrize(
     ("document", "element", "line", "column", "words"),
     [
         ("<speak>a<b>c</speak>", "b", 1, 15, "mismatched tag"),
-        ("<speak>\n<s>a</s>\n<voice name='x'>b</voice></speak>", "voice", 3, 1, "not supported"),
+        ("<speak>\n<s>a</s>\n<audio src='x.wav'>b</audio></speak>", "audio", 3, 1, "fetches no audio files"),
+        ("<speak>\n<mark name='m'/></speak>", "mark", 2, 1, "not supported; use <speak>"),
+        ("<speak><voice>b</voice></speak>", "voice", 1, 8, 'needs name="'),
+        ("<speak><voice gender='female'>b</voice></speak>", "voice", 1, 8, "attribute 'gender'"),
+        ("<speak xmlns:m='urn:x'><m:express-as>b</m:express-as></speak>", "express-as", 1, 24, "namespace 'urn:x'"),
+        ('\n <?xml version="1.0"?>\n<speak>a<b>c</speak>', "b", 3, 15, "mismatched tag"),
+        ('\ufeff<?xml version="1.0"?><speak><audio/></speak>', "audio", 1, 30, "not supported"),
         ('<speak><break time="fast"/></speak>', "break", 1, 8, '"500ms"'),
         ("<speak><break>text</break></speak>", "break", 1, 8, "no content"),
         ('<speak><say-as interpret-as="date">2024-13-01</say-as></speak>', "say-as", 1, 8, "not a date"),

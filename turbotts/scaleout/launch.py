@@ -4,6 +4,12 @@ The application is two deployments: ``TTSReplica`` (one model each, the count
 or autoscaling range from the settings, ``max_ongoing_requests`` = the
 engine's batch, the cache-aware router) and ``Ingress`` (no model; reads and
 keys requests). Ray's HTTP proxy listens on ``host:port`` on every node.
+
+A local cluster started here is told ``host`` as its node address (unless ``host``
+is a wildcard) and runs no dashboard. What Ray cannot be told: its GCS, raylet,
+dashboard agent and worker gRPC servers bind every interface (``0.0.0.0``/``::``)
+whatever the node address, and a loopback node address is replaced by the
+machine's routable one (docs/scale-out.md, "Network exposure").
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from turbotts.server.settings import ServerSettings
 APP_NAME = "turbotts"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory that holds this turbotts
 _INGRESS_CONCURRENCY = 4096
+_WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})
 logger = logging.getLogger(__name__)
 
 
@@ -87,7 +94,15 @@ def connect(settings: ServerSettings, **init_kwargs: Any) -> None:
         return
     path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, path) if p)  # workers import our code
-    ray.init(include_dashboard=False, **init_kwargs)
+    ray.init(**{**local_cluster_options(settings), **init_kwargs})
+
+
+def local_cluster_options(settings: ServerSettings) -> dict[str, Any]:
+    """``ray.init`` options of a local cluster: no dashboard, and ``host`` as the node address unless a wildcard."""
+    options: dict[str, Any] = {"include_dashboard": False, "dashboard_host": "127.0.0.1"}
+    if settings.host not in _WILDCARD_HOSTS:
+        options["_node_ip_address"] = settings.host  # Ray turns a loopback address into the routable one
+    return options
 
 
 def deploy(settings: ServerSettings) -> None:

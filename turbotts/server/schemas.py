@@ -7,13 +7,26 @@ refine_text, max_new_tokens) are optional extras.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 MAX_SEED = 2**63 - 1
 VOICE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+#: what a request's voice may be, as the schema states it: a name (an unknown one is a 404), an official voice
+#: string (base16384: U+4E00..U+8DFF and a length mark; one that does not decode is a 400), or a mix (holds + or *)
+VOICE_PATTERN = VOICE_NAME_PATTERN + r"|^[\u4e00-\u8dff]+[\u3d01-\u3d06]?$|[+*]"
+_VOICE_DESCRIPTION = (
+    "A built-in (OpenAI) or saved voice name (an unknown one is a 404), a mix like alloy*0.7+nova*0.3 (a malformed "
+    "one is a 400), or an official voice string (base16384; one that does not decode to this model's voice is a 400)."
+)
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's ``integer`` holds ``2.0``: an integral float is that integer; anything else is left to the
+    field's strict ``int`` (which refuses ``true``/``false`` and strings: plain ``int`` took ``true`` as 1)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 class Utf8Model(BaseModel):
@@ -41,7 +54,9 @@ class Utf8Model(BaseModel):
 class VoiceRef(Utf8Model):
     """OpenAI's object form of a voice: ``{"id": "alloy"}``."""
 
-    id: str = Field(min_length=1, max_length=100_000)
+    id: str = Field(
+        min_length=1, max_length=100_000, description=_VOICE_DESCRIPTION, json_schema_extra={"pattern": VOICE_PATTERN}
+    )
 
 
 class SynthesisOptions(Utf8Model):
@@ -51,34 +66,47 @@ class SynthesisOptions(Utf8Model):
 
     voice: str | VoiceRef = Field(
         default="alloy",
-        description="A built-in (OpenAI) or saved voice name, {'id': name}, or an official voice string.",
+        description=_VOICE_DESCRIPTION + " Or {'id': voice}.",
+        json_schema_extra={"pattern": VOICE_PATTERN},  # a string anything else is a 400 (not a voice string)
     )
     response_format: ResponseFormat = "mp3"
     speed: float = Field(
         default=1.0,
         ge=0.25,
         le=4.0,
-        description="ChatTTS's [speed_N] prompt token covers part of the range; the rest is a pitch-keeping "
-        "time-stretch of the audio.",
+        strict=True,
+        description="A JSON number (true/false and strings are refused). ChatTTS's [speed_N] prompt token covers "
+        "part of the range; the rest is a pitch-keeping time-stretch of the audio.",
     )
     instructions: str | None = Field(
         default=None,
         max_length=4096,
-        description="Accepted for compatibility. Made only of ChatTTS refine tokens (e.g. "
-        "'[oral_2][laugh_0][break_6]') it becomes the refine prompt (effective with refine_text=true); "
-        "anything else is ignored and reported in the X-TurboTTS-Warning header.",
+        description="Clauses naming pace (slowly, fast: speed x 0.8 or x 1.25), laughter ([laugh_2]), pauses "
+        "([break_6]) or casual style ([oral_2]) plainly, or ChatTTS refine tokens only ('[oral_2][break_6]'); "
+        "refine tokens turn refine_text on unless it is false. What was applied and ignored is in the "
+        "X-TurboTTS-Instructions header (and the SSE done event); anything not understood is reported in "
+        "X-TurboTTS-Warning. Never refused.",
     )
-    seed: int | None = Field(default=None, ge=0, le=MAX_SEED, description="Same seed, same voice and text: same audio.")
-    temperature: float | None = Field(default=None, gt=0.0, le=5.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    top_k: int | None = Field(default=None, ge=1, le=1000)
-    repetition_penalty: float | None = Field(default=None, gt=0.0, le=10.0)
+    seed: int | None = Field(
+        default=None, ge=0, le=MAX_SEED, strict=True,
+        description="A JSON integer (true/false and strings are refused). Same seed, same voice and text: "
+        "same audio.",
+    )  # fmt: skip
+    temperature: float | None = Field(default=None, gt=0.0, le=5.0, strict=True)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0, strict=True)
+    top_k: int | None = Field(default=None, ge=1, le=1000, strict=True)
+    repetition_penalty: float | None = Field(default=None, gt=0.0, le=10.0, strict=True)
     max_new_tokens: int | None = Field(
-        default=None, ge=1, le=4096, description="Code frames per segment (21.3 ms each); capped by the server."
-    )
+        default=None, ge=1, le=4096, strict=True,
+        description="Code frames per segment (21.3 ms each); a value above the server's max_new_tokens setting "
+        "is capped to it, not refused.",
+    )  # fmt: skip
     refine_text: bool | None = Field(
-        default=None, description="Run the refine-text stage first; off by default (it slows the first audio)."
-    )
+        default=None, strict=True,
+        description="Run the refine-text stage first; off by default (it slows the first audio).",
+    )  # fmt: skip
+
+    _json_integers = field_validator("seed", "top_k", "max_new_tokens", mode="before")(_integral)
 
 
 class SpeechRequest(SynthesisOptions):
@@ -87,11 +115,17 @@ class SpeechRequest(SynthesisOptions):
     model: str = Field(
         default="tts-1", max_length=200, description="tts-1, tts-1-hd, gpt-4o-mini-tts, chattts or turbotts."
     )
-    input: str = Field(description="Text to say; ChatTTS control tokens such as [uv_break] pass through.")
+    input: str = Field(
+        description="Text to say; ChatTTS control tokens such as [uv_break] pass through. At most the server's "
+        "max_input_chars characters (longer: 413), with at least one letter or digit (else 400). Also a 400: "
+        "text with nothing speakable once markup, emoji, symbols and control tokens are removed, and SSML that "
+        "is not well-formed or outside the subset.",
+        json_schema_extra={"pattern": r"[^\W_]"},  # as Python's str.isalnum(): what split_input needs (a 400)
+    )
     input_format: Literal["text", "ssml"] | None = Field(
         default=None,
         description="ssml: input is an SSML document (the subset in docs/http/ssml.md); text: plain text, markup "
-        "stripped; unset: SSML when input starts with <speak>, else text.",
+        "stripped; unset: SSML when input starts with <?xml or <speak>, else text.",
     )
     stream_format: Literal["audio", "sse"] = "audio"
 
@@ -101,6 +135,7 @@ class CaptionedSpeechRequest(SpeechRequest):
 
     stream: bool = Field(
         default=False,
+        strict=True,
         description="false: one JSON object (base64 audio and every segment); true: NDJSON events as they are made "
         "(speech.audio.delta, speech.audio.segment, speech.audio.done). stream_format is not used here.",
     )
@@ -124,20 +159,44 @@ class WsEnd(Utf8Model):
     type: Literal["end"]
 
 
+MAX_CONSENT_CHARS = 2000
+CONSENT_DESCRIPTION = (
+    "Who consented to this voice being saved (e.g. 'recorded and cloned with the consent of Jane Doe, 2026-01-05'); "
+    "required when the server runs with require_voice_consent. Stored with the voice, never logged or listed."
+)
+
+
+def _one_voice_source() -> list[dict[str, Any]]:
+    """:class:`VoiceCreate`'s rule in the schema: exactly one source given (not null), and the transcript with
+    ``spk_smp`` only."""
+    kinds = {"seed": "integer", "voice": "string", "spk_smp": "string", "transcript": "string", "mix": "string"}
+    branches: list[dict[str, Any]] = []
+    for name in ("seed", "voice", "spk_smp", "mix"):
+        given = [name, "transcript"] if name == "spk_smp" else [name]  # present and not null; the rest null or absent
+        properties = {field: {"type": kind if field in given else "null"} for field, kind in kinds.items()}
+        branches.append({"required": given, "properties": properties})
+    return branches
+
+
 class VoiceCreate(Utf8Model):
     """``POST /v1/voices`` as JSON: exactly one of ``seed``, ``voice``, ``spk_smp`` (with
     ``transcript``) and ``mix``. A clip upload is multipart instead (fields name, audio, transcript)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": cast(Any, _one_voice_source())})
 
     name: str = Field(pattern=VOICE_NAME_PATTERN)
-    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED, strict=True)
     voice: str | None = Field(default=None, min_length=1, max_length=100_000, description="An official voice string.")
     spk_smp: str | None = Field(
         default=None, min_length=1, max_length=200_000, description="An official audio-prompt string (a clip's codes)."
     )
     transcript: str | None = Field(default=None, min_length=1, description="The words spoken in the spk_smp clip.")
     mix: str | None = Field(default=None, min_length=1, max_length=1000, description="Like alloy*0.7+nova*0.3.")
+
+    _json_integer = field_validator("seed", mode="before")(_integral)
+    consent: str | None = Field(
+        default=None, min_length=1, max_length=MAX_CONSENT_CHARS, description=CONSENT_DESCRIPTION
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> VoiceCreate:
@@ -159,6 +218,7 @@ class VoiceOut(BaseModel):
     has_audio: bool = Field(default=False, description="The clip itself was kept (keep_audio=true).")
     mix: str | None = None
     created_at: float = 0.0
+    has_consent: bool = Field(default=False, description="A consent statement was stored (its text is never shown).")
 
 
 class VoiceList(BaseModel):
@@ -179,6 +239,9 @@ class CaptionSegment(BaseModel):
     text: str
     start: float
     end: float
+    voice: str | None = Field(
+        default=None, description="The voice that speaks it; present only when an SSML <voice> names voices."
+    )
 
 
 class CaptionedSpeech(BaseModel):

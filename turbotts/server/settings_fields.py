@@ -165,6 +165,12 @@ class ServingFields(BaseModel):
 
     # request limits and defaults
     max_input_chars: int = Field(default=4096, ge=1, description="Longer inputs get 413.", json_schema_extra=_REQUESTS)
+    ws_idle_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="A WebSocket with no client message and no audio sent for this long is closed (code 4008).",
+        json_schema_extra=_REQUESTS,
+    )
     max_new_tokens: int = Field(
         default=2048,
         ge=1,

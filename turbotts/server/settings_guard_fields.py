@@ -41,6 +41,11 @@ class GuardAndScaleFields(ServingFields):
         description="Token bucket size: requests a client may send at once.",
         json_schema_extra=_ACCESS,
     )
+    require_voice_consent: bool = Field(
+        default=False,
+        description="Voice uploads (POST /v1/voices) must carry a consent statement, else 422.",
+        json_schema_extra=_ACCESS,
+    )
     redis_url: SecretStr | None = Field(
         default=None, description="Shared L2 cache and rate limits; unset = local.", json_schema_extra=_CACHE
     )

@@ -5,7 +5,7 @@ all cut their input here, so the same text gives the same segments, and the same
 captions, everywhere:
 
 1. SSML is read by :func:`~turbotts.text.ssml.parse_ssml` into utterances at their rates
-   and exact pauses; plain text is one utterance at rate 1.
+   (and voices) and exact pauses; plain text is one utterance at rate 1.
 2. Each utterance is sanitized (:func:`~turbotts.text.sanitize.sanitize`) and cut by
    :func:`~turbotts.text.segment.split_text` into segments of at most ``max_segment_chars``.
 3. Segments with nothing to say (only punctuation or control tokens) are dropped.
@@ -31,7 +31,7 @@ def split_input(
 
     Args:
         text: the input, plain text or an SSML document.
-        is_ssml: whether ``text`` is SSML; None reads it as SSML when it starts with ``<speak>``.
+        is_ssml: whether ``text`` is SSML; None reads it as SSML when it starts with ``<?xml`` or ``<speak``.
         max_segment_chars: the longest segment, in characters (a control token counts as one).
 
     Returns:
@@ -49,7 +49,7 @@ def split_input(
         if isinstance(item, Pause):
             items.append(item)
         else:
-            items.extend(split_plain(item.text, max_segment_chars, rate=item.rate))
+            items.extend(split_plain(item.text, max_segment_chars, rate=item.rate, voice=item.voice))
     if not any(isinstance(item, Utterance) for item in items):
         if is_markup:
             raise InvalidInputError("the SSML has nothing to say once its markup is read; add some text")
@@ -59,10 +59,12 @@ def split_input(
     return items
 
 
-def split_plain(text: str, max_segment_chars: int = DEFAULT_MAX_SEGMENT_CHARS, *, rate: float = 1.0) -> list[Utterance]:
+def split_plain(
+    text: str, max_segment_chars: int = DEFAULT_MAX_SEGMENT_CHARS, *, rate: float = 1.0, voice: str | None = None
+) -> list[Utterance]:
     """Plain text as sanitized segments of at most ``max_segment_chars``; empty when nothing is speakable.
 
     Raises:
         ValueError: ``max_segment_chars`` is smaller than 1.
     """
-    return [Utterance(s, rate) for s in split_text(sanitize(text), max_segment_chars) if is_speakable(s)]
+    return [Utterance(s, rate, voice) for s in split_text(sanitize(text), max_segment_chars) if is_speakable(s)]

@@ -1,9 +1,17 @@
-"""SSML input: a documented subset, parsed safely, read into utterances (text at a rate) and exact pauses.
+"""SSML input: a documented subset, parsed safely, read into utterances (text at a rate, in a voice) and pauses.
 
-The subset (anything else is an :class:`~turbotts.errors.SSMLError`, a 400 that
-names the element and its line and column):
+A document is SSML when it starts (after a byte-order mark and whitespace) with ``<?xml``
+or ``<speak``: W3C, Azure and Google samples begin with an XML declaration. The subset
+(anything else is an :class:`~turbotts.errors.SSMLError`, a 400 that names the element
+and its line and column):
 
 - ``<speak>``: the root; its attributes (``version``, ``xmlns``, ``xml:lang``) are ignored.
+  Elements may be in no namespace or in SSML's (``http://www.w3.org/2001/10/synthesis``,
+  default or prefixed); any other namespace (``mstts:``) is refused.
+- ``<voice name="...">``: its content in that voice (a saved or built-in name, a mix or a voice
+  string, resolved as the request's ``voice``); nested voices: the innermost wins. A boundary.
+- ``<emphasis>``: ignored, its content is spoken (ChatTTS has no stress control).
+- ``<audio>``: refused (the server fetches no audio files); write its fallback text instead.
 - ``<break time="500ms"/>`` (or ``"1.5s"``, or ``strength="none|x-weak|weak|medium|strong|x-strong"``):
   exactly that much silence, at most 10 s each and 300 s per request, never crossfaded or stretched.
 - ``<prosody rate="...">``: ``x-slow`` (0.5) .. ``x-fast`` (2.0), ``80%`` (of normal), ``+20%``/``-20%``
@@ -44,7 +52,9 @@ MAX_BREAK_MS = 10_000
 MAX_TOTAL_BREAK_MS = 300_000
 MAX_DEPTH = 32
 MIN_RATE, MAX_RATE = 0.25, 4.0
-_SSML_START_RE = re.compile(r"^\s*<speak[\s>/]")
+_SSML_START_RE = re.compile(r"^\ufeff?\s*(?:<\?xml[\s?]|<speak[\s>/])")
+_LEAD_RE = re.compile(r"^\ufeff?(?:\s*(?=<\?xml[\s?]))?")  # a BOM, and spaces before a declaration: XML wants none
+SSML_NAMESPACE = "http://www.w3.org/2001/10/synthesis"
 _TIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
 _STRENGTH_MS = {"none": 0, "x-weak": 100, "weak": 250, "medium": 400, "strong": 750, "x-strong": 1200}
 _RATE_LABELS = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "default": 1.0, "fast": 1.25, "x-fast": 2.0}
@@ -58,18 +68,24 @@ _ATTRIBUTES = {  # allowed attributes per element (local names)
     "say-as": {"interpret-as", "format", "detail"},
     "sub": {"alias"},
     "phoneme": {"ph", "alphabet"},
+    "voice": {"name"},
+    "emphasis": {"level"},
 }
 _HOMOPHONE_ALPHABETS = frozenset({"x-homophone", ""})
 Position = tuple[int, int]
 
 
 def is_ssml(text: str) -> bool:
-    """Whether plain input should be read as SSML: it starts with ``<speak>``."""
+    """Whether plain input should be read as SSML: it starts with ``<?xml`` or ``<speak`` (after a BOM and spaces)."""
     return _SSML_START_RE.match(text) is not None
 
 
 def _local(name: str) -> str:
     return name.rsplit("}", 1)[-1]
+
+
+def _namespace(name: str) -> str:
+    return name[1:].split("}", 1)[0] if name.startswith("{") else ""
 
 
 class _Builder(TreeBuilder):
@@ -97,7 +113,16 @@ def _parse(text: str) -> tuple[Element, dict[Element, Position]]:
     builder = _Builder()
     parser = DefusedXMLParser(target=builder, forbid_dtd=True, forbid_entities=True, forbid_external=True)
     expat = parser.parser
-    builder.where = lambda: (expat.CurrentLineNumber, expat.CurrentColumnNumber + 1)
+    lead = _LEAD_RE.match(text)  # dropped before parsing; positions still count it
+    skipped = lead[0] if lead is not None else ""
+    num_lines, column = skipped.count("\n"), len(skipped) - skipped.rfind("\n") - 1
+    text = text[len(skipped) :]
+
+    def where() -> Position:
+        line = expat.CurrentLineNumber
+        return line + num_lines, expat.CurrentColumnNumber + 1 + (column if line == 1 else 0)
+
+    builder.where = where
     try:
         parser.feed(text)
         root = parser.close()
@@ -110,6 +135,8 @@ def _parse(text: str) -> tuple[Element, dict[Element, Position]]:
         ) from None  # fmt: skip
     except ParseError as exc:
         line, offset = exc.position
+        offset += column if line == 1 else 0
+        line += num_lines
         reason = str(exc).split(":")[0].removeprefix("not well-formed ").strip("()")
         inside = f" inside <{builder.open[-1][0]}> opened at line {builder.open[-1][1][0]}, column " \
             f"{builder.open[-1][1][1]}" if builder.open else ""  # fmt: skip
@@ -159,23 +186,24 @@ class _Reader:
         self.items: list[SpeechItem] = []
         self._pieces: list[str] = []
         self._rate = 1.0
+        self._voice: str | None = None
         self._total_break_ms = 0.0
 
-    def text(self, text: str | None, rate: float) -> None:
+    def text(self, text: str | None, rate: float, voice: str | None) -> None:
         if not text:
             return
-        if self._pieces and rate != self._rate:
+        if self._pieces and (rate != self._rate or voice != self._voice):
             self.boundary()
-        self._rate = rate
+        self._rate, self._voice = rate, voice
         self._pieces.append(text)
 
     def boundary(self) -> None:
         text = " ".join("".join(self._pieces).split())
         self._pieces = []
         if text:
-            self.items.append(Utterance(text, self._rate))
+            self.items.append(Utterance(text, self._rate, self._voice))
 
-    def walk(self, element: Element, rate: float, depth: int) -> None:
+    def walk(self, element: Element, rate: float, voice: str | None, depth: int) -> None:
         name = _local(element.tag)
         line, column = self.positions[element]
 
@@ -189,22 +217,28 @@ class _Reader:
                 raise fail('a break takes no content; write <break time="500ms"/>')
             self.pause(_break_ms(attrs, fail), fail)
         elif name in ("say-as", "sub", "phoneme"):
-            self.text(self._replacement(name, element, attrs, fail), rate)
+            self.text(self._replacement(name, element, attrs, fail), rate, voice)
         else:
             if name == "prosody" and "rate" in attrs:
                 rate *= _rate(attrs["rate"], fail)
                 if not MIN_RATE <= rate <= MAX_RATE:
                     raise fail(f"the rate comes to {rate:.3g}, outside {MIN_RATE}..{MAX_RATE}")
-            if name in ("p", "s"):
+            if name == "voice":
+                voice = _voice_name(attrs, fail)
+            if name in ("p", "s", "voice"):
                 self.boundary()
-            self.text(element.text, rate)
+            self.text(element.text, rate, voice)
             for child in element:
-                self.walk(child, rate, depth + 1)
-                self.text(child.tail, rate)
-            if name in ("p", "s"):
+                self.walk(child, rate, voice, depth + 1)
+                self.text(child.tail, rate, voice)
+            if name in ("p", "s", "voice"):
                 self.boundary()
 
     def _check(self, element: Element, name: str, depth: int, fail: Callable[[str], SSMLError]) -> None:
+        if _namespace(element.tag) not in ("", SSML_NAMESPACE):
+            raise fail(f"elements of namespace {_namespace(element.tag)[:80]!r} are not supported; use SSML's own")
+        if name == "audio":
+            raise fail("this element is not supported: the server fetches no audio files; write its fallback text")
         if name not in _ATTRIBUTES:
             raise fail(f"this element is not supported; use {', '.join(f'<{n}>' for n in _ATTRIBUTES)}")
         if (name == "speak") != (depth == 0):
@@ -249,14 +283,22 @@ class _Reader:
         self.items.append(Pause(duration_ms))
 
 
+def _voice_name(attrs: dict[str, str], fail: Callable[[str], SSMLError]) -> str:
+    name = attrs.get("name", "").strip()
+    if not name:
+        raise fail('needs name="a saved or built-in voice, a mix or a voice string"')
+    return name
+
+
 def parse_ssml(text: str) -> list[SpeechItem]:
     """The utterances and pauses an SSML document asks for, in order.
 
     Args:
-        text: the document, ``<speak>`` at its root.
+        text: the document, ``<speak>`` at its root, optionally after an XML declaration.
 
     Returns:
-        Utterances (the text between two boundaries, whitespace collapsed, with its rate; not
+        Utterances (the text between two boundaries, whitespace collapsed, with its rate and
+        the voice of the innermost ``<voice>`` around it, None outside any; not
         yet sanitized or cut into segments) and pauses; the list may hold no utterance at all.
 
     Raises:
@@ -264,6 +306,6 @@ def parse_ssml(text: str) -> list[SpeechItem]:
     """
     root, positions = _parse(text)
     reader = _Reader(positions, detect_language("".join(root.itertext())))
-    reader.walk(root, 1.0, 0)
+    reader.walk(root, 1.0, None, 0)
     reader.boundary()
     return reader.items

@@ -2,7 +2,7 @@
 
 :func:`turbotts.text.segmenter.split_input` turns input text into this list: plain text
 becomes utterances only; SSML (:mod:`turbotts.text.ssml`) adds pauses (``<break>``) and
-rates (``<prosody rate>``). The server's pipeline synthesizes each utterance and inserts
+rates (``<prosody rate>``) and voices (``<voice name>``). The server's pipeline synthesizes each utterance and inserts
 each pause as silence, sample-exact. Pure data: no torch, no I/O.
 """
 
@@ -13,10 +13,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Utterance:
-    """Text to synthesize; ``rate`` multiplies the request's speed (2.0: twice as fast)."""
+    """Text to synthesize; ``rate`` multiplies the request's speed (2.0: twice as fast).
+
+    ``voice`` is the voice SSML's ``<voice name>`` asked for, as written (a saved or built-in
+    name, a mix or a voice string); None speaks in the request's own voice.
+    """
 
     text: str
     rate: float = 1.0
+    voice: str | None = None
 
 
 @dataclass(frozen=True)

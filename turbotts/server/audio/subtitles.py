@@ -5,7 +5,8 @@ counter (SRT) and ``start --> end`` lines, and what needs care is the cue text
 (VTT takes no raw ``&``, ``<`` or ``-->``; neither takes a blank line inside a
 cue), a dozen lines either way. The tests read the files back with the
 independent webvtt-py and srt packages. Times are rounded to the millisecond,
-the finest both formats write.
+the finest both formats write. A caption whose voice is named (SSML ``<voice>``) is a
+WebVTT voice span (``<v nova>Hello.``) and, in SRT, which has no voices, a ``nova: `` prefix.
 """
 
 from __future__ import annotations
@@ -31,11 +32,17 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())  # no blank line can end the cue early
 
 
+def _vtt_escape(text: str) -> str:
+    return _one_line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def to_webvtt(captions: Sequence[Caption]) -> str:
     """A WebVTT document, one cue per caption."""
     cues = ["WEBVTT", ""]
     for caption in captions:
-        text = _one_line(caption.text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        text = _vtt_escape(caption.text)
+        if caption.voice is not None:
+            text = f"<v {_vtt_escape(caption.voice)}>{text}"
         start = _clock(caption.start_sample, caption.sample_rate_hz, ".")
         end = _clock(caption.end_sample, caption.sample_rate_hz, ".")
         cues += [f"{start} --> {end}", text, ""]
@@ -48,7 +55,8 @@ def to_srt(captions: Sequence[Caption]) -> str:
     for number, caption in enumerate(captions, start=1):
         start = _clock(caption.start_sample, caption.sample_rate_hz, ",")
         end = _clock(caption.end_sample, caption.sample_rate_hz, ",")
-        cues += [str(number), f"{start} --> {end}", _one_line(caption.text).replace("-->", "->"), ""]
+        text = caption.text if caption.voice is None else f"{caption.voice}: {caption.text}"
+        cues += [str(number), f"{start} --> {end}", _one_line(text).replace("-->", "->"), ""]
     return "\n".join(cues)
 
 

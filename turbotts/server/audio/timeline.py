@@ -36,13 +36,17 @@ def caption_text(spoken: str) -> str:
 
 @dataclass(frozen=True)
 class Caption:
-    """One segment's span in the emitted audio, in samples (``end_sample`` exclusive)."""
+    """One segment's span in the emitted audio, in samples (``end_sample`` exclusive).
+
+    ``voice`` names the segment's voice in a document with SSML ``<voice>`` elements (None otherwise).
+    """
 
     index: int
     text: str
     start_sample: int
     end_sample: int
     sample_rate_hz: int
+    voice: str | None = None
 
     @property
     def start_s(self) -> float:
@@ -53,8 +57,9 @@ class Caption:
         return self.end_sample / self.sample_rate_hz
 
     def as_dict(self) -> dict[str, Any]:
-        """``{"index", "text", "start", "end"}`` (seconds), as the captioned endpoint lists it."""
-        return {"index": self.index, "text": self.text, "start": self.start_s, "end": self.end_s}
+        """``{"index", "text", "start", "end"}`` (seconds), and ``"voice"`` when named (captioned JSON)."""
+        named = {} if self.voice is None else {"voice": self.voice}
+        return {"index": self.index, "text": self.text, "start": self.start_s, "end": self.end_s, **named}
 
     def event(self) -> dict[str, Any]:
         """The ``speech.audio.segment`` SSE / NDJSON event."""
@@ -75,19 +80,19 @@ class Timeline:
         self._num_released = 0
         self._run_start = 0  # output sample where the current run begins
         self._rate = 1.0
-        self._open: deque[tuple[str, int]] = deque()  # (text, output start) whose end is not known yet
+        self._open: deque[tuple[str, int, str | None]] = deque()  # (text, output start, voice), end not known yet
 
     def start_run(self, out_sample: int, rate: float) -> None:
         """A run (one joiner and one stretch rate) begins at output sample ``out_sample``."""
         self._run_start = out_sample
         self._rate = rate
 
-    def add_segment(self, text: str, joined_start: int) -> None:
+    def add_segment(self, text: str, joined_start: int, voice: str | None = None) -> None:
         """A segment's first sample landed at ``joined_start`` of the current run's joined stream."""
         start = self._run_start + round(joined_start / self._rate)
         if self._open:
             self._close(start)
-        self._open.append((text, start))
+        self._open.append((text, start, voice))
 
     def end_run(self, out_end: int) -> None:
         """The current run's audio ended at output sample ``out_end``: its last segment ends there."""
@@ -103,5 +108,5 @@ class Timeline:
         return out
 
     def _close(self, end: int) -> None:
-        text, start = self._open.popleft()
-        self.captions.append(Caption(len(self.captions), text, start, max(end, start), self.sample_rate_hz))
+        text, start, voice = self._open.popleft()
+        self.captions.append(Caption(len(self.captions), text, start, max(end, start), self.sample_rate_hz, voice))

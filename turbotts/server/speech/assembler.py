@@ -5,8 +5,9 @@ engine streams) and ``turbotts say --captions`` (whole segments) assemble audio
 and captions the same way. Every sample that leaves is counted in the tally, and
 the :class:`~turbotts.server.audio.timeline.Timeline` is fed from the same counts.
 
-A *run* is one joiner and one stretcher at one rate. A pause (SSML ``<break>``)
-or a change of rate (``<prosody rate>``) ends the run: the joiner's tail and the
+A *run* is one joiner and one stretcher at one rate, in one voice. A pause (SSML ``<break>``),
+a change of rate (``<prosody rate>``) or of voice (``<voice>``: a turn in a dialogue is a cut,
+two speakers are never blended) ends the run: the joiner's tail and the
 stretcher's lag are flushed, so the silence that follows is exactly
 ``round(duration_ms * rate_hz / 1000)`` zero samples, never crossfaded or stretched.
 """
@@ -57,6 +58,7 @@ class AudioAssembler:
         self.tally = tally
         self.timeline = timeline
         self._utterance_rate = 1.0
+        self._voice: str | None = None
         self._text = ""
         self._num_placed = 0
         self._start_run()
@@ -80,18 +82,21 @@ class AudioAssembler:
     def _out(self, pcm: np.ndarray) -> np.ndarray:
         if self.joiner.num_started > self._num_placed:  # this segment's first sample was just placed
             self._num_placed = self.joiner.num_started
-            self.timeline.add_segment(self._text, self.joiner.segment_start)
+            self.timeline.add_segment(self._text, self.joiner.segment_start, self._voice)
         out = self.stretcher.process(pcm) if self.stretcher is not None and pcm.size else pcm
         self.tally.num_samples += out.size
         return out
 
-    def begin_segment(self, caption: str, utterance_rate: float = 1.0) -> np.ndarray:
-        """Start a segment whose caption is ``caption``; a new rate first ends the run (no crossfade)."""
+    def begin_segment(self, caption: str, utterance_rate: float = 1.0, voice: str | None = None) -> np.ndarray:
+        """Start a segment whose caption is ``caption`` (its voice named ``voice``, None: unnamed).
+
+        A new rate or voice first ends the run (no crossfade).
+        """
         out = np.zeros(0, dtype=np.float32)
-        if utterance_rate != self._utterance_rate:
+        if utterance_rate != self._utterance_rate or voice != self._voice:
             check_rate(self.stretch_rate, utterance_rate)
             out = self._end_run()
-            self._utterance_rate = utterance_rate
+            self._utterance_rate, self._voice = utterance_rate, voice
             self._start_run()
         self._text = caption
         return out
@@ -122,7 +127,8 @@ def assemble_whole(
     """Audio and captions of whole synthesized segments (``turbotts say``), assembled as the server does.
 
     Args:
-        pieces: ``(caption text, utterance, its audio)`` per segment, and pauses, in order.
+        pieces: ``(caption text, utterance, its audio)`` per segment, and pauses, in order; the
+            utterance's ``voice`` (SSML ``<voice>``) names its caption.
     """
 
     class _Count:
@@ -136,6 +142,7 @@ def assemble_whole(
             parts.append(assembler.pause(piece.duration_ms))
             continue
         caption, utterance, audio = piece
-        parts += [assembler.begin_segment(caption, utterance.rate), assembler.add(audio), assembler.end_segment()]
+        begun = assembler.begin_segment(caption, utterance.rate, utterance.voice)
+        parts += [begun, assembler.add(audio), assembler.end_segment()]
     parts.append(assembler.finish())
     return np.concatenate(parts).astype(np.float32, copy=False), timeline.captions

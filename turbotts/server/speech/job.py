@@ -25,6 +25,7 @@ from turbotts.server.audio.encoding import StreamEncoder
 from turbotts.server.audio.timeline import Caption, Timeline
 from turbotts.server.ops.metrics import Metrics
 from turbotts.server.speech.pipeline import SynthesisTally
+from turbotts.text.instructions import Instructed
 from turbotts.text.utterances import Pause, Utterance
 
 
@@ -38,6 +39,7 @@ class ResolvedOptions:
     warnings: tuple[str, ...] = ()
     is_deterministic: bool = False  # the client gave a seed: the audio may be cached
     bit_rate_kbps: int | None = None  # mp3, opus, aac: the server's setting for the format
+    instructions: Instructed | None = None  # what ``instructions`` became (None: none given)
 
 
 class AudioSource(Protocol):
@@ -151,9 +153,13 @@ class SpeechJob:
         """The whole encoded audio and every caption, once synthesis has ended."""
         parts: list[bytes] = []
         captions: list[Caption] = []
-        async for data, released in self.captioned():
-            parts.append(data)
-            captions.extend(released)
+        stream = self.captioned()
+        try:
+            async for data, released in stream:
+                parts.append(data)
+                captions.extend(released)
+        finally:  # cancelled (the client left): close the pipeline now, which aborts the engine requests
+            await stream.aclose()  # type: ignore[attr-defined]  # an async generator
         return b"".join(parts), captions
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
@@ -163,7 +169,10 @@ class SpeechJob:
                 yield {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")}
             for caption in captions:
                 yield caption.event()
-        yield {"type": "speech.audio.done", "usage": self.usage()}
+        done: dict[str, Any] = {"type": "speech.audio.done", "usage": self.usage()}
+        if self.resolved.instructions is not None:  # what the request's instructions became
+            done["instructions"] = self.resolved.instructions.report()
+        yield done
 
     def _observe_first_audio(self) -> None:
         ttfa_s = time.perf_counter() - self.started_s

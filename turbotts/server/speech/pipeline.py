@@ -8,7 +8,9 @@ sent and the next one). The consumer streams segment after segment through an
 pauses, and the caption :class:`Timeline`), so however long the text, memory holds
 at most ``max_segments_in_flight`` segments of audio. Every segment
 uses the same :class:`SynthesisParams` (voice and seed), so the voice stays the
-same across the request. No FastAPI here.
+same across the request, except the segments of an SSML ``<voice>``: they come from
+that voice's own source (``voice_sources``, its params resolved before the job starts).
+No FastAPI here.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -110,11 +112,14 @@ class EngineSource:
 class _Segment:
     """One segment being synthesized; its audio chunks wait in a queue for the consumer."""
 
-    def __init__(self, source: SegmentSource, utterance: Utterance, caption: str, request_id: str) -> None:
+    def __init__(
+        self, source: SegmentSource, utterance: Utterance, caption: str, request_id: str, voice: str | None
+    ) -> None:
         self.chunks: asyncio.Queue[np.ndarray | BaseException | None] = asyncio.Queue()
         self.num_frames = 0
         self.utterance = utterance
         self.caption = caption
+        self.voice = voice  # the caption's voice name (None: unnamed)
         self.task = asyncio.create_task(self._run(source, utterance.text, request_id))
 
     async def _run(self, source: SegmentSource, text: str, request_id: str) -> None:
@@ -152,7 +157,11 @@ class SegmentPipeline:
         source: SegmentSource | None = None,
         observe_in_flight: Callable[[int, int], None] | None = None,
         spoken_text: Callable[[str], str] | None = None,
+        voice_sources: Mapping[str, SegmentSource] | None = None,
+        default_voice: str | None = None,
     ) -> None:
+        """``voice_sources``: the source of each SSML ``<voice name>``; ``default_voice``: the caption name of
+        the request's own voice in such a document (None: unnamed)."""
         self.engine = engine
         self.params = params
         self.request_id = request_id
@@ -161,6 +170,8 @@ class SegmentPipeline:
         self.sample_rate_hz = sample_rate_hz
         self.count_tokens = count_tokens
         self.source = source or EngineSource(engine, params)
+        self.voice_sources = voice_sources if voice_sources is not None else {}  # may fill lazily: never `or`
+        self.default_voice = default_voice
         self.tally = SynthesisTally()
         self.timeline = Timeline(sample_rate_hz)
         self._spoken_text = spoken_text  # the text as the model says it (front end), for captions
@@ -209,7 +220,7 @@ class SegmentPipeline:
 
     async def _segment_audio(self, segment: _Segment, post: AudioAssembler) -> AsyncIterator[np.ndarray]:
         """One segment's audio as it arrives; a segment with nothing speakable is skipped, not fatal."""
-        if (pcm := post.begin_segment(segment.caption, segment.utterance.rate)).size:
+        if (pcm := post.begin_segment(segment.caption, segment.utterance.rate, segment.voice)).size:
             yield pcm
         while (chunk := await segment.chunks.get()) is not None:
             if isinstance(chunk, InvalidInputError):
@@ -255,7 +266,10 @@ class SegmentPipeline:
                 if self.count_tokens is not None:
                     self.tally.num_input_tokens += self.count_tokens(utterance.text)
                 request_id = f"{self.request_id}.{next(self._ids)}"
-                ring.put_nowait(_Segment(self.source, utterance, self._caption(utterance.text), request_id))
+                voice = utterance.voice
+                source = self.source if voice is None else self.voice_sources[voice]
+                caption = self._caption(utterance.text)
+                ring.put_nowait(_Segment(source, utterance, caption, request_id, voice or self.default_voice))
                 self._count_in_flight(+1)
             ring.put_nowait(_END)
         except asyncio.CancelledError:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 import secrets
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from dataclasses import replace
 from typing import TypeVar
 
 from turbotts.cache.tiered import CacheLevel
@@ -28,7 +28,7 @@ from turbotts.errors import InputTooLongError, OverloadedError, UnknownModelErro
 from turbotts.guard.watermark import Payload, WatermarkStream
 from turbotts.params import SynthesisParams, user_sampling
 from turbotts.redaction import sensitive_text, text_fields
-from turbotts.server.audio.effects import split_speed
+from turbotts.server.audio.effects import MAX_SPEED, MIN_SPEED, split_speed
 from turbotts.server.audio.encoding import BUFFERED_FORMATS
 from turbotts.server.ops.guard_wiring import Guards
 from turbotts.server.ops.metrics import Metrics
@@ -37,13 +37,15 @@ from turbotts.server.settings import ServerSettings
 from turbotts.server.speech.assembler import check_rate
 from turbotts.server.speech.job import ClipSource, ResolvedOptions, SpeechJob
 from turbotts.server.speech.pipeline import EngineSource, SegmentPipeline, SegmentSource, sentences_of
+from turbotts.server.speech.stream_runs import InputFormat, PlainRuns
+from turbotts.server.speech.voices_ssml import StreamVoices, sources_by_voice, voice_label, voice_params
 from turbotts.server.voices.service import VoiceService
+from turbotts.text.instructions import interpret
 from turbotts.text.segmenter import split_input
 from turbotts.text.ssml import is_ssml
 from turbotts.text.utterances import SpeechItem, Utterance
 
 KNOWN_MODELS = frozenset({"tts-1", "tts-1-hd", "gpt-4o-mini-tts", "chattts", "turbotts"})
-_REFINE_PROMPT_RE = re.compile(r"^(?:\[(?:oral|laugh|break)_\d\])+$")
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -87,6 +89,7 @@ class SpeechService:
         self.check_content(request.input)
         is_degraded = self.admit()
         resolved = self.resolve_options(request)
+        named = voice_params(self.voices.resolve, resolved.params, items)  # SSML <voice>: a 4xx before any audio
         for item in items:
             if isinstance(item, Utterance):
                 check_rate(resolved.stretch_rate, item.rate)  # speed times prosody rate: refused before any audio
@@ -98,21 +101,35 @@ class SpeechService:
         if is_degraded and self.fallback is not None:
             clip = ClipSource(self.fallback.clip, self.sample_rate_hz)  # a fresh tally per request
             return SpeechJob(resolved, clip, _iterate([]), self.metrics, is_degraded=True)
-        texts = [item.text for item in items if isinstance(item, Utterance)]
-        cache_level, source = await self._source(resolved, texts)
+        cache_level, source, voices = await sources_by_voice(self._source, resolved, items, named)
         return self._job(
-            resolved, source, _iterate(items), request_id, watermark_key=request.input, cache_level=cache_level
-        )
+            resolved, source, _iterate(items), request_id, watermark_key=request.input, cache_level=cache_level,
+            voices=voices, default_voice=voice_label(request.voice) if named else None,
+        )  # fmt: skip
 
-    def text_stream(self, options: SynthesisOptions, pieces: AsyncIterable[str], request_id: str) -> SpeechJob:
-        """A synthesis of incrementally arriving text, cut at sentence ends (each checked by the blocklist)."""
+    def text_stream(
+        self, options: SynthesisOptions, pieces: AsyncIterable[str], request_id: str,
+        input_format: InputFormat | None = None,
+    ) -> SpeechJob:  # fmt: skip
+        """A synthesis of incrementally arriving text, cut at sentence ends (each checked by the blocklist).
+
+        A piece that is SSML (``input_format="ssml"``, or unset and the piece looks like SSML, as
+        HTTP decides) is one whole document: it goes through :meth:`items_of`, as an HTTP input does.
+        """
         self.admit()  # a degraded server still takes streams: the fallback clip cannot answer arbitrary text
         resolved = self.resolve_options(options)
-        segments = self._checked(sentences_of(pieces, self.settings.max_segment_chars))
+        segments = self._stream_items(pieces, input_format, resolved.stretch_rate)
+        in_voice = StreamVoices(self.voices.resolve, resolved.params,
+                                lambda params: self._stream_source(replace(resolved, params=params)))  # fmt: skip
+        return self._job(resolved, self._stream_source(resolved), segments, request_id, watermark_key=request_id,
+                         voices=in_voice)  # fmt: skip
+
+    def _stream_source(self, resolved: ResolvedOptions) -> SegmentSource:
+        """The engine; behind the cache when seeded (segments are not known yet: nothing to look up, but fill it)."""
         source: SegmentSource = self._engine_source(resolved)
-        if resolved.is_deterministic:  # segments are not known yet: nothing to look up, but fill the cache
+        if resolved.is_deterministic:
             source = self.guards.audio_cache.source(source, resolved.params, frozenset())
-        return self._job(resolved, source, segments, request_id, watermark_key=request_id)
+        return source
 
     # -- checks -------------------------------------------------------------------------
 
@@ -123,9 +140,13 @@ class SpeechService:
             InputTooLongError, InvalidInputError (nothing to say), SSMLError (400 naming element and position),
             ContentFilteredError (what SSML's ``<sub>`` and ``<say-as>`` produced).
         """
-        self.check_length(request.input)
-        is_markup = request.input_format == "ssml" or (request.input_format is None and is_ssml(request.input))
-        items = split_input(request.input, is_ssml=is_markup, max_segment_chars=self.settings.max_segment_chars)
+        return self.items_of(request.input, request.input_format)
+
+    def items_of(self, text: str, input_format: InputFormat | None) -> list[SpeechItem]:
+        """:meth:`segments_of` for one text (an HTTP input, or an SSML message on the WebSocket)."""
+        self.check_length(text)
+        is_markup = input_format == "ssml" or (input_format is None and is_ssml(text))
+        items = split_input(text, is_ssml=is_markup, max_segment_chars=self.settings.max_segment_chars)
         if is_markup:
             for item in items:  # what <sub> and <say-as> produced, too
                 if isinstance(item, Utterance):
@@ -151,6 +172,20 @@ class SpeechService:
         async for segment in segments:
             self.check_content(segment)
             yield segment
+
+    async def _stream_items(
+        self, pieces: AsyncIterable[str], input_format: InputFormat | None, stretch_rate: float
+    ) -> AsyncIterator[str | SpeechItem]:
+        """Plain runs of pieces cut into sentences; each SSML piece (a whole document) as its items."""
+        runs = PlainRuns(pieces, lambda piece: input_format == "ssml" or (input_format is None and is_ssml(piece)))
+        while not runs.is_exhausted:
+            async for segment in self._checked(sentences_of(runs.plain(), self.settings.max_segment_chars)):
+                yield segment
+            if (document := runs.take_markup()) is not None:
+                for item in self.items_of(document, "ssml"):
+                    if isinstance(item, Utterance):
+                        check_rate(stretch_rate, item.rate)
+                    yield item
 
     def admit(self) -> bool:
         """Whether to answer degraded (the fallback clip).
@@ -178,14 +213,20 @@ class SpeechService:
         """Resolve voice, seed, speed and sampling into one :class:`SynthesisParams`."""
         warnings: list[str] = []
         resolved = self.voices.resolve(options.voice)
-        token, rate = split_speed(options.speed)
-        refine_prompt = ""
-        if options.instructions:
-            compact = re.sub(r"\s+", "", options.instructions)
-            if _REFINE_PROMPT_RE.match(compact):
-                refine_prompt = compact
-            else:
-                warnings.append("instructions ignored (ChatTTS takes only refine tokens like [oral_2][break_6])")
+        refine_text = self.settings.default_refine_text if options.refine_text is None else options.refine_text
+        instructed = interpret(options.instructions) if options.instructions else None
+        if instructed is not None and instructed.refine_prompt:
+            if options.refine_text is None:
+                refine_text = True  # refine tokens act only in the refine stage: asking for them turns it on
+            elif not refine_text:
+                instructed = instructed.without_refine("refine_text is false")
+        if instructed is not None and instructed.ignored:
+            warnings.append(
+                f"instructions ignored: {len(instructed.ignored)} not understood (listed in X-TurboTTS-Instructions); "
+                "ChatTTS takes pace, laughter, pauses, casual style, or refine tokens like [oral_2][break_6]"
+            )
+        speed = options.speed * (instructed.speed_factor if instructed is not None else 1.0)
+        token, rate = split_speed(min(max(speed, MIN_SPEED), MAX_SPEED))
         code, refine = user_sampling(
             max_new_tokens=options.max_new_tokens,
             max_new_tokens_cap=self.settings.max_new_tokens,
@@ -202,12 +243,14 @@ class SpeechService:
             reference=resolved.reference,
             seed=options.seed if options.seed is not None else secrets.randbits(63),
             prompt=f"[speed_{token}]" if token is not None else "[speed_5]",
-            refine_prompt=refine_prompt,
-            refine_text=self.settings.default_refine_text if options.refine_text is None else options.refine_text,
+            refine_prompt=instructed.refine_prompt if instructed is not None else "",
+            refine_text=refine_text,
         )
         fmt = options.response_format
         bit_rate_kbps = self.settings.bit_rate_kbps(fmt)
-        return ResolvedOptions(params, fmt, rate, tuple(warnings), options.seed is not None, bit_rate_kbps)
+        return ResolvedOptions(
+            params, fmt, rate, tuple(warnings), options.seed is not None, bit_rate_kbps, instructions=instructed
+        )
 
     def _engine_source(self, resolved: ResolvedOptions) -> EngineSource:
         """Streamed formats are real-time work (a listener plays them as they come); buffered ones are batch."""
@@ -231,6 +274,7 @@ class SpeechService:
     def _job(
         self, resolved: ResolvedOptions, source: SegmentSource, segments: AsyncIterable[str | SpeechItem],
         request_id: str, *, watermark_key: str, cache_level: CacheLevel | None = None,
+        voices: Mapping[str, SegmentSource] | None = None, default_voice: str | None = None,
     ) -> SpeechJob:  # fmt: skip
         pipeline = SegmentPipeline(
             self.engine,
@@ -243,6 +287,8 @@ class SpeechService:
             source=source,
             observe_in_flight=self.metrics.observe_segments_in_flight,
             spoken_text=functools.partial(self.engine.spoken_text, normalize_text=resolved.params.normalize_text),
+            voice_sources=voices,  # SSML <voice>: each voice's segments from its own source
+            default_voice=default_voice,
         )
         guards = self.guards
         watermark = None

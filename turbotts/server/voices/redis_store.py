@@ -79,13 +79,14 @@ class RedisVoiceStore:
     def add(
         self, name: str, *, seed: int | None = None, voice: str | None = None, spk_smp: str | None = None,
         transcript: str | None = None, audio: bytes | None = None, mix: str | None = None,
+        consent: str | None = None,
     ) -> Voice:  # fmt: skip
         """Save a voice (the caller validated it). Raises: VoiceExistsError."""
         if name in BUILTIN_VOICE_SEEDS:
             raise VoiceExistsError(f"{name!r} is a built-in voice name; pick another name")
         record = Voice(
             name=name, seed=seed, voice=voice, is_builtin=False, created_at=time.time(), spk_smp=spk_smp,
-            transcript=transcript, has_audio=audio is not None, mix=mix,
+            transcript=transcript, has_audio=audio is not None, mix=mix, consent=consent,
         )  # fmt: skip
         payload = json.dumps(dataclasses.asdict(record))
         if not self._call("a save", lambda: self._client.hsetnx(self._key, name, payload)):

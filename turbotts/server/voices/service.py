@@ -22,6 +22,7 @@ from turbotts.errors import VoiceMixError
 from turbotts.model.speaker import decode_audio_prompt, decode_voice, encode_voice
 from turbotts.model.voice_mix import is_voice_mix, mix_voices, parse_voice_mix
 from turbotts.params import VoiceReference
+from turbotts.redaction import describe_text
 from turbotts.server.schemas import VOICE_NAME_PATTERN, VoiceCreate, VoiceRef
 from turbotts.server.voices.redis_store import RedisVoiceStore
 from turbotts.server.voices.store import Voice, VoiceStore
@@ -118,11 +119,16 @@ class VoiceService:
         if body.spk_smp is not None:
             decode_audio_prompt(body.spk_smp)
             VoiceReference(body.spk_smp, body.transcript or "")  # checks the transcript
-        return self.store.add(
-            body.name, seed=body.seed, voice=body.voice, spk_smp=body.spk_smp, transcript=body.transcript, mix=body.mix
-        )
+        voice = self.store.add(
+            body.name, seed=body.seed, voice=body.voice, spk_smp=body.spk_smp, transcript=body.transcript,
+            mix=body.mix, consent=body.consent,
+        )  # fmt: skip
+        logger.info("voice saved kind=%s consent=%s", voice.kind, _consent_digest(body.consent))  # no name: user text
+        return voice
 
-    def clone(self, name: str, audio: bytes, transcript: str, *, keep_audio: bool = False) -> Voice:
+    def clone(
+        self, name: str, audio: bytes, transcript: str, *, keep_audio: bool = False, consent: str | None = None
+    ) -> Voice:
         """A voice from a reference clip: decode, resample to 24 kHz mono (soxr), DVAE-encode, save.
 
         Blocking (the encoder runs here): call it from a worker thread.
@@ -138,13 +144,22 @@ class VoiceService:
         samples = load_reference_clip(audio, self.model.sample_rate_hz, self.limits)
         reference = VoiceReference(self.model.encode_clip(samples), transcript)
         voice = self.store.add(
-            name, spk_smp=reference.spk_smp, transcript=transcript, audio=audio if keep_audio else None
+            name,
+            spk_smp=reference.spk_smp,
+            transcript=transcript,
+            audio=audio if keep_audio else None,
+            consent=consent,
         )
         logger.info(
-            "voice cloned name=%s clip_sha256=%s clip_s=%.2f kept=%s",
-            name, digest, samples.size / self.model.sample_rate_hz, keep_audio,
+            "voice cloned name=%s clip_sha256=%s clip_s=%.2f kept=%s consent=%s",
+            name, digest, samples.size / self.model.sample_rate_hz, keep_audio, _consent_digest(consent),
         )  # fmt: skip
         return voice
 
     def delete(self, name: str) -> None:
         self.store.delete(name)
+
+
+def _consent_digest(consent: str | None) -> str:
+    """A consent statement names a person: logs get its digest and length, never the words."""
+    return "none" if consent is None else describe_text(consent)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from turbotts.errors import InvalidInputError, VoiceExistsError, VoiceNotFoundError
@@ -45,7 +45,8 @@ class Voice:
     seed: drawn from the checkpoint's speaker statistics. voice: an official voice string.
     reference: a clip's audio codes (``spk_smp``) with its ``transcript``; the clip itself
     only when it was kept. mix: a voice mix expression (``alloy*0.7+nova*0.3``),
-    resolved when used so its seed voices follow the checkpoint.
+    resolved when used so its seed voices follow the checkpoint. consent: the uploader's
+    consent statement, kept for the record and never shown.
     """
 
     name: str
@@ -57,6 +58,7 @@ class Voice:
     transcript: str | None = None
     has_audio: bool = False
     mix: str | None = None
+    consent: str | None = field(default=None, repr=False)  # never in a repr, a log line or a listing
 
     @property
     def kind(self) -> str:
@@ -76,8 +78,8 @@ CREATE TABLE IF NOT EXISTS voices (
 )
 """
 #: Columns added after the first release; an older file gains them when opened.
-_ADDED_COLUMNS = {"spk_smp": "TEXT", "transcript": "TEXT", "audio": "BLOB", "mix": "TEXT"}
-_COLUMNS = "name, seed, voice, created_at, spk_smp, transcript, audio IS NOT NULL, mix"
+_ADDED_COLUMNS = {"spk_smp": "TEXT", "transcript": "TEXT", "audio": "BLOB", "mix": "TEXT", "consent": "TEXT"}
+_COLUMNS = "name, seed, voice, created_at, spk_smp, transcript, audio IS NOT NULL, mix, consent"
 
 
 class VoiceStore:
@@ -137,6 +139,7 @@ class VoiceStore:
     def add(
         self, name: str, *, seed: int | None = None, voice: str | None = None, spk_smp: str | None = None,
         transcript: str | None = None, audio: bytes | None = None, mix: str | None = None,
+        consent: str | None = None,
     ) -> Voice:  # fmt: skip
         """Save a voice (the caller validated it). Raises: VoiceExistsError."""
         if name in BUILTIN_VOICE_SEEDS:
@@ -145,13 +148,13 @@ class VoiceStore:
         try:
             with self._lock, self._db:
                 self._db.execute(
-                    "INSERT INTO voices (name, seed, voice, created_at, spk_smp, transcript, audio, mix) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (name, seed, voice, created, spk_smp, transcript, audio, mix),
+                    "INSERT INTO voices (name, seed, voice, created_at, spk_smp, transcript, audio, mix, consent) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (name, seed, voice, created, spk_smp, transcript, audio, mix, consent),
                 )
         except sqlite3.IntegrityError as exc:
             raise VoiceExistsError(f"voice {name!r} already exists; delete it first or pick another name") from exc
-        return Voice(name, seed, voice, False, created, spk_smp, transcript, audio is not None, mix)
+        return Voice(name, seed, voice, False, created, spk_smp, transcript, audio is not None, mix, consent)
 
     def delete(self, name: str) -> None:
         """Raises: VoiceNotFoundError (built-in voices cannot be deleted either)."""
@@ -164,10 +167,10 @@ class VoiceStore:
 
 
 def _voice(row: tuple[object, ...]) -> Voice:
-    name, seed, voice, created, spk_smp, transcript, has_audio, mix = row
+    name, seed, voice, created, spk_smp, transcript, has_audio, mix, consent = row
     return Voice(
         str(name), seed if isinstance(seed, int) else None, voice if isinstance(voice, str) else None, False,
         float(created),  # type: ignore[arg-type]
         spk_smp if isinstance(spk_smp, str) else None, transcript if isinstance(transcript, str) else None,
-        bool(has_audio), mix if isinstance(mix, str) else None,
+        bool(has_audio), mix if isinstance(mix, str) else None, consent if isinstance(consent, str) else None,
     )  # fmt: skip

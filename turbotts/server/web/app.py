@@ -13,8 +13,9 @@ import contextlib
 import dataclasses
 import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -30,12 +31,14 @@ from turbotts.server.ops.context import install_log_filter, route_segments
 from turbotts.server.ops.guard_wiring import Guards, build_guards, watch_pressure
 from turbotts.server.ops.metrics import Metrics
 from turbotts.server.ops.quality_monitor import QualityMonitor
+from turbotts.server.schemas import MAX_SEED
 from turbotts.server.settings import ServerSettings
 from turbotts.server.speech.job import ClipSource
-from turbotts.server.speech.service import SpeechService
+from turbotts.server.speech.service import KNOWN_MODELS, SpeechService
 from turbotts.server.voices.redis_store import RedisVoiceStore
 from turbotts.server.voices.service import VoiceModel, VoiceService
 from turbotts.server.voices.store import VoiceStore
+from turbotts.server.web.body_limit import BodyLimitMiddleware
 from turbotts.server.web.errors import install_error_handlers
 from turbotts.server.web.middleware import RequestContextMiddleware
 from turbotts.server.web.routes import admin, health, playground, speech, voices, ws
@@ -181,6 +184,25 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         voices.store.close()
 
 
+def _openapi_with_settings(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """``app.openapi`` stating what this server's settings refuse: ``input`` longer than ``max_input_chars``
+    (a 413), and a ``model`` outside the served names (a 404), so the published schema is the validation."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()  # FastAPI caches it in app.openapi_schema: stated once, in place
+            settings: ServerSettings = app.state.settings
+            for name in ("SpeechRequest", "CaptionedSpeechRequest"):
+                properties = schema["components"]["schemas"][name]["properties"]
+                properties["input"]["maxLength"] = settings.max_input_chars
+                properties["model"]["enum"] = sorted(KNOWN_MODELS)
+                properties["seed"]["anyOf"][0]["maximum"] = MAX_SEED  # exact: as a float it rounds up to 2**63
+        return app.openapi_schema or build()
+
+    return openapi
+
+
 def create_app(settings: ServerSettings | None = None) -> FastAPI:
     """The app for ``settings`` (default: from the environment). Cheap: no model is loaded here."""
     app = FastAPI(
@@ -193,12 +215,19 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     app.state.metrics = Metrics()
     app.state.startup_error = None
     install_error_handlers(app)
-    app.add_middleware(RequestContextMiddleware)
-    routers = [module.router for module in (speech, voices, ws, health, admin, playground)]
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_input_chars=app.state.settings.max_input_chars,
+        max_reference_bytes=app.state.settings.max_reference_bytes,
+    )
+    app.add_middleware(RequestContextMiddleware)  # outermost: the 413 and any 500 carry X-Request-ID
+    routers = [module.router for module in (speech, voices, ws, health, admin, playground)] + [voices.audio_router]
     for router in routers:
         app.include_router(router)
     static_paths = playground.mount_static(app)
+    app.state.mount_prefixes = (playground.STATIC_PREFIX,)  # their files' metric label
     paths = [getattr(route, "path", "") for routes in [app.routes, *(r.routes for r in routers)] for route in routes]
     paths += static_paths
     app.state.path_segments = route_segments(paths)  # access lines keep these words of a path, hash the rest
+    app.openapi = _openapi_with_settings(app)  # type: ignore[method-assign]
     return app

@@ -158,10 +158,15 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return _response(status, error_body(message, type_, f"http_{status}"), headers)
 
 
-async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+def unexpected_error(exc: Exception) -> tuple[int, dict[str, Any]]:
+    """Log an exception no handler expected (its message as a digest) and give its status and body."""
     logger.error("unexpected error: %s", describe_exception(exc), exc_info=exc)  # handlers digest the traceback
-    status, body = describe(exc)
-    return _response(status, body)
+    return describe(exc)
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's catch-all, outside the middleware; the request-context middleware answers first."""
+    return _response(*unexpected_error(exc))
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -20,7 +20,7 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from turbotts.errors import InvalidInputError, ReferenceAudioError, ReferenceTooLargeError
 from turbotts.params import MAX_TRANSCRIPT_CHARS
-from turbotts.server.schemas import VOICE_NAME_PATTERN, VoiceCreate
+from turbotts.server.schemas import CONSENT_DESCRIPTION, MAX_CONSENT_CHARS, VOICE_NAME_PATTERN, VoiceCreate
 
 #: Room for the name, transcript and multipart framing on top of the clip itself.
 FORM_OVERHEAD_BYTES = 64 * 1024
@@ -35,6 +35,7 @@ class ClipUpload:
     audio: bytes
     transcript: str
     keep_audio: bool
+    consent: str | None = None
 
 
 def is_form(request: Request) -> bool:
@@ -63,7 +64,7 @@ async def _bounded_body(request: Request, max_bytes: int) -> bytes:
 
 
 async def read_clip_upload(request: Request, max_clip_bytes: int) -> ClipUpload:
-    """The fields ``name``, ``audio`` (a file), ``transcript`` and optional ``keep_audio``.
+    """The fields ``name``, ``audio`` (a file), ``transcript`` and optional ``keep_audio`` and ``consent``.
 
     Raises:
         ReferenceTooLargeError: the body is over the limit (413).
@@ -94,7 +95,29 @@ async def read_clip_upload(request: Request, max_clip_bytes: int) -> ClipUpload:
         audio=data,
         transcript=_text_field(form.get("transcript"), "transcript"),
         keep_audio=_flag(form.get("keep_audio")),
+        consent=_consent_field(form.get("consent")),
     )
+
+
+def _consent_field(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_CONSENT_CHARS:
+        error = InvalidInputError(f"the form field 'consent' must be 1-{MAX_CONSENT_CHARS} characters of text")
+        error.param = "consent"  # type: ignore[attr-defined]
+        raise error
+    return value
+
+
+def check_consent(consent: str | None, *, is_required: bool) -> None:
+    """Raises: InvalidInputError (400, param ``consent``) when the server requires consent and none was sent."""
+    if is_required and consent is None:
+        error = InvalidInputError(
+            "this server requires a consent statement to save a voice; send 'consent' (who agreed to their voice "
+            "being saved, and when)"
+        )
+        error.param = "consent"  # type: ignore[attr-defined]
+        raise error
 
 
 def _text_field(value: object, field: str) -> str:
@@ -147,6 +170,11 @@ CREATE_VOICE_BODY = {
                         "audio": {"type": "string", "format": "binary", "description": "wav, flac, mp3, ogg, m4a"},
                         "transcript": {"type": "string", "maxLength": MAX_TRANSCRIPT_CHARS},
                         "keep_audio": {"type": "boolean", "default": False},
+                        "consent": {
+                            "type": "string",
+                            "maxLength": MAX_CONSENT_CHARS,
+                            "description": CONSENT_DESCRIPTION,
+                        },
                     },
                 }
             },

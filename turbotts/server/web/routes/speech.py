@@ -4,9 +4,11 @@ Beyond OpenAI's fields:
 
 - ``speed`` (0.25..4.0) goes through :func:`split_speed`: a ``[speed_N]`` prompt token
   covers about 0.8..1.25, and a pitch-keeping time-stretch does the rest.
-- ``instructions`` made only of refine tokens (``[oral_2][laugh_0][break_6]``) become
-  the refine stage's prompt (so they act with ``refine_text=true``); anything else is
-  ignored and the ``X-TurboTTS-Warning`` response header says so.
+- ``instructions`` that name pace, laughter, pauses or casual style plainly (the table in
+  :mod:`turbotts.text.instructions`), or are refine tokens only (``[oral_2][laugh_0][break_6]``),
+  become speed and refine-prompt tokens; ``X-TurboTTS-Instructions`` (JSON: ``applied``,
+  ``ignored``) and the SSE ``done`` event say which clauses were applied and which ignored, and
+  ``X-TurboTTS-Warning`` says when any were not understood.
 - ``refine_text`` defaults to off (``default_refine_text`` setting): the refine pass
   runs before any audio and roughly doubles time to first audio.
 - ``seed``, ``temperature``, ``top_p``, ``top_k``, ``repetition_penalty`` and
@@ -22,17 +24,20 @@ synthesis ends, because libsndfile cannot read a FLAC stream whose STREAMINFO sa
 Captions: the SSE stream also carries a ``speech.audio.segment`` event after each
 segment's audio (``index``, ``text`` as spoken, ``start`` and ``end`` in seconds,
 from sample counts), and ``POST /v1/audio/speech/captioned`` answers audio and
-segments in one JSON object, or as NDJSON events with ``stream: true``.
+segments in one JSON object, or as NDJSON events with ``stream: true``. The one JSON
+object is only sent at the end, so that route watches the connection meanwhile: a
+client that disconnects aborts its engine requests there too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from turbotts.errors import TurboTTSError
@@ -51,7 +56,10 @@ _ERRORS: dict[int | str, dict[str, object]] = {
 
 @router.post(
     "/v1/audio/speech",
-    responses={200: {"content": {"audio/mpeg": {}, "text/event-stream": {}}}, **_ERRORS},
+    responses={
+        200: {"content": {**{media: {} for media in CONTENT_TYPES.values()}, "text/event-stream": {}}},
+        **_ERRORS,
+    },
     response_class=ClosingStreamingResponse,
     status_code=200,
 )
@@ -76,8 +84,8 @@ async def create_speech(
     status_code=200,
 )
 async def create_captioned_speech(
-    body: CaptionedSpeechRequest, service: ServiceDep, request_id: RequestIdDep, _key: AccessDep
-) -> JSONResponse | ClosingStreamingResponse:
+    body: CaptionedSpeechRequest, request: Request, service: ServiceDep, request_id: RequestIdDep, _key: AccessDep
+) -> Response:
     """Synthesize ``input``; answer the audio (base64) with each segment's text and times, or stream them as NDJSON."""
     job = await service.speech(body, request_id)
     headers = _headers(job)
@@ -85,18 +93,44 @@ async def create_captioned_speech(
         return ClosingStreamingResponse(
             await prime(_events_with_errors(job, _ndjson)), media_type="application/x-ndjson", headers=headers
         )
-    audio, captions = await job.collected()
+    collected = await _collected_unless_gone(job, request)
+    if collected is None:  # the client left; nobody reads this answer (499: nginx's "client closed request")
+        return Response(status_code=499)
+    audio, captions = collected
     result = CaptionedSpeech.model_validate({
         "audio": base64.b64encode(audio).decode("ascii"), "response_format": body.response_format,
         "segments": [caption.as_dict() for caption in captions], "usage": job.usage(),
     })  # fmt: skip
-    return JSONResponse(result.model_dump(), headers=headers)
+    return JSONResponse(result.model_dump(exclude_unset=True), headers=headers)  # a voice only where named
+
+
+async def _collected_unless_gone(job: SpeechJob, request: Request) -> tuple[bytes, list[Any]] | None:
+    """The job's whole audio and captions, or None once the client disconnects (synthesis is then aborted)."""
+    collecting = asyncio.ensure_future(job.collected())
+    watching = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({collecting, watching}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (collecting, watching):
+            task.cancel()  # cancelling the collection closes the pipeline, which aborts the engine requests
+        await asyncio.wait({collecting, watching})
+    if collecting.cancelled():
+        return None
+    return collecting.result()
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client disconnects (the body has been read: the next message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _headers(job: SpeechJob) -> dict[str, str]:
     headers: dict[str, str] = {"X-Cache": job.cache_level or "miss"}
     if job.resolved.warnings:
         headers["X-TurboTTS-Warning"] = "; ".join(job.resolved.warnings)
+    if job.resolved.instructions is not None:  # ASCII JSON: the clauses as written, escaped
+        headers["X-TurboTTS-Instructions"] = json.dumps(job.resolved.instructions.report(), separators=(",", ":"))
     if job.is_degraded:
         headers["X-TurboTTS-Degraded"] = "fallback"
     return headers
