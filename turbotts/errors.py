@@ -20,6 +20,7 @@ message says what happened and what to do::
     │   ├── VoiceNotFoundError     no built-in or saved voice has this name                         404
     │   ├── VoiceExistsError       a voice with this name is already saved                          409
     │   └── UnsupportedFrameError  a binary WebSocket frame where JSON text belongs (close 1003), 400
+    ├── IdleTimeoutError           a WebSocket client sent nothing for ws_idle_timeout_s (close 4008) 408
     ├── AuthenticationError        no or a wrong bearer key                                         401
     ├── RateLimitedError           this client or key is over its rate limit                        429
     ├── OverloadedError            admission control refuses new work for now                       503
@@ -126,6 +127,10 @@ class VoiceExistsError(InvalidInputError):
 
 class UnsupportedFrameError(InvalidInputError):
     """A WebSocket frame of a kind the protocol does not use (binary)."""
+
+
+class IdleTimeoutError(TurboTTSError):
+    """No client message and no audio sent for ``ws_idle_timeout_s``: the connection is closed."""
 
 
 class AuthenticationError(TurboTTSError):

@@ -158,7 +158,7 @@ def test_the_openapi_schema_describes_the_captioned_endpoint(client: httpx.Clien
     ok = operation["responses"]["200"]["content"]
     assert ok["application/json"]["schema"]["$ref"].endswith("/CaptionedSpeech") and "application/x-ndjson" in ok
     components = schema["components"]["schemas"]
-    assert set(components["CaptionSegment"]["properties"]) == {"index", "text", "start", "end"}
+    assert set(components["CaptionSegment"]["properties"]) == {"index", "text", "start", "end", "voice"}
     assert "stream" in components["CaptionedSpeechRequest"]["properties"]
     input_format = components["SpeechRequest"]["properties"]["input_format"]
     assert {"enum": ["text", "ssml"], "type": "string"} in input_format["anyOf"]

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from turbotts.errors import InvalidInputError, UnsupportedFrameError
+from turbotts.errors import IdleTimeoutError, InvalidInputError, UnsupportedFrameError
 from turbotts.server.schemas import Utf8Model, WsConfig
 
 IDLE_CLOSE_CODE = 4008  # an application code (4000-4999), after HTTP's 408 Request Timeout
@@ -69,10 +69,6 @@ def parse(adapter: TypeAdapter[T], raw: str) -> T:
         loc = first["loc"][1:] if first["loc"] and first["loc"][0] in _TAGS else first["loc"]  # drop the union tag
         where = ".".join(str(p) for p in loc) or "message"
         raise InvalidInputError(f"bad WebSocket message ({where}: {first['msg']}); see the protocol") from exc
-
-
-class IdleTimeoutError(Exception):
-    """No client message and no audio sent for ``idle_timeout_s``."""
 
 
 class Inbox:

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from turbotts.errors import InvalidInputError, TurboTTSError, UnsupportedFrameError
+from turbotts.errors import IdleTimeoutError, InvalidInputError, TurboTTSError, UnsupportedFrameError
 from turbotts.server.ops.context import request_id_var
 from turbotts.server.speech.service import SpeechService
 from turbotts.server.web.deps import ServiceDep, check_rate_limit, require_api_key
@@ -27,7 +27,6 @@ from turbotts.server.web.ws_protocol import (
     CONFIG,
     IDLE_CLOSE_CODE,
     Boundary,
-    IdleTimeoutError,
     Inbox,
     Message,
     SessionConfig,
