@@ -99,6 +99,9 @@ def _machine(rel: str, data: Json) -> Machine:
         return Machine(cpu["model"], cpu["isa"], num_cpus, "file")
     if isinstance(cpu, str):  # the admission figures: the model, and the flags as a list
         return Machine(cpu, _isa_from_flags(recorded.get("isa", ())), num_cpus, "file")
+    if "cpu_model_name" in recorded:  # loadtest --find-capacity: the ISA flags as a dict of booleans
+        flags = [name for name, has in recorded["isa"].items() if has]
+        return Machine(recorded["cpu_model_name"], _isa_from_flags(flags), num_cpus, "file")
     if "isa" in recorded:  # the Ray scale-out figures
         return Machine(recorded["model"], recorded["isa"], num_cpus, "file")
     if isinstance(data.get("cpu"), dict):  # the playground figures

@@ -9,6 +9,7 @@ introduction; the sections it used to hold each live on a docs page: :data:`FORM
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -105,6 +106,18 @@ def test_the_benchmark_results_page_names_every_result_file(site: Path) -> None:
     assert files
     missing = [name for name in files if name not in text]
     assert not missing, f"the generated results page lacks {missing}"
+
+
+def test_the_capacity_page_shows_each_configurations_count_from_its_json(site: Path) -> None:
+    text = _page_text(site, "benchmarks/capacity")
+    configs = json.loads((DOCS / "benchmarks" / "capacity" / "capacity.json").read_text())["configs"]
+    assert len(configs) >= 2
+    for config in configs:
+        assert f"{config['label']} | {config['capacity']} |" in text.replace("**", "") or re.search(
+            rf"{re.escape(config['label'])}\s*{config['capacity']}\s*{config['stop_reason']}", text
+        ), config["label"]
+        for level in config["levels"]:
+            assert f"{level['throughput_audio_s_per_s']:.2f}" in text
 
 
 def _benchmark_tables() -> ModuleType:

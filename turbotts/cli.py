@@ -294,12 +294,14 @@ def _register_commands() -> None:
     from turbotts.bench.fuzz_command import fuzz
     from turbotts.bench.loadtest_command import loadtest
     from turbotts.bench.ort_vocoder import ort_vocoder
+    from turbotts.bench.step_profile_command import bench_steps
     from turbotts.quality.check import quality_app
     from turbotts.quality.sweep import quant_sweep
     from turbotts.serve_command import serve
 
     app.command("serve")(serve)
     app.command("bench")(bench)
+    app.command("bench-steps")(bench_steps)
     app.command("fuzz")(fuzz)
     app.command("loadtest")(loadtest)
     app.command("quant-sweep")(quant_sweep)

@@ -228,6 +228,8 @@ class StreamingConfig:
 DECODE_MODES = ("auto", "eager", "static", "graphs")
 #: realtime: a stream starts only while every running stream keeps real time (engine/realtime.py); off: FCFS.
 ADMISSION_MODES = ("realtime", "off")
+#: deadline: each step decodes the rows nearest their listeners' deadlines (engine/deadline.py); fifo: every row.
+SCHEDULING_MODES = ("deadline", "fifo")
 KV_DTYPES = ("auto", "fp32", "bf16")
 
 
@@ -249,6 +251,9 @@ class EngineConfig:
         realtime_capacity_override: a fixed real-time capacity in streams instead of the learned one.
         kv_dtype: storage of the KV cache: ``auto`` (bf16 where the fused int8 decode stack runs,
             else the GPT's dtype), ``fp32`` or ``bf16`` (half the bytes attention reads each step).
+        scheduling: ``deadline`` decodes, past the real-time batch, the streams nearest their
+            listeners' deadlines first and lets those far ahead sit out; ``fifo`` decodes every row.
+        playback_buffer_s: audio a stream's player buffers, when the request does not say.
     """
 
     max_batch_size: int = 16
@@ -264,8 +269,14 @@ class EngineConfig:
     max_queue_wait_s: float = 30.0
     realtime_capacity_override: int | None = None
     kv_dtype: str = "auto"  # auto | fp32 | bf16 (see KV_DTYPES)
+    scheduling: str = "deadline"  # deadline | fifo (see SCHEDULING_MODES)
+    playback_buffer_s: float = 1.0
 
     def __post_init__(self) -> None:
+        if self.scheduling not in SCHEDULING_MODES:
+            raise ValueError(f"scheduling must be deadline or fifo, not {self.scheduling!r}")
+        if self.playback_buffer_s < 0:
+            raise ValueError("playback_buffer_s cannot be negative")
         if self.admission not in ADMISSION_MODES:
             raise ValueError(f"admission must be realtime or off, not {self.admission!r}")
         if self.realtime_margin < 0 or self.max_queue_wait_s < 0:

@@ -7,7 +7,9 @@ A page asks for generated Markdown with a marker line, replaced before the page 
 - ``<!-- generated: settings -->``: every server setting, from
   ``turbotts.server.settings_reference.settings_markdown()``;
 - ``<!-- generated: benchmarks -->``: one section of tables per machine kind, from the JSON files
-  in ``docs/benchmarks/`` (``scripts/benchmark_tables.py``).
+  in ``docs/benchmarks/`` (``scripts/benchmark_tables.py``);
+- ``<!-- generated: capacity -->``: the gap-free listener counts and every level, from
+  ``docs/benchmarks/capacity/capacity.json`` (``scripts/capacity_tables.py``).
 
 An unknown marker fails the build. ``mkdocs.yml`` names this file under ``hooks:`` and keeps it out
 of the site (``exclude_docs``).
@@ -41,7 +43,9 @@ def on_page_markdown(markdown: str, *, page: Any, config: Any, files: Any) -> st
             return settings_markdown()
         if name == "benchmarks":
             return benchmarks_markdown(config, page.file.src_uri)
-        known = "cli, settings or benchmarks"
+        if name == "capacity":
+            return capacity_markdown(config)
+        known = "cli, settings, benchmarks or capacity"
         raise PluginError(f"{page.file.src_uri}: unknown marker <!-- generated: {name} -->; use {known}")
 
     return MARKER.sub(generate, markdown)
@@ -118,6 +122,11 @@ def benchmarks_markdown(config: Any, src_uri: str) -> str:
     root = Path(config.docs_dir) / BENCHMARKS_DIR
     prefix = posixpath.relpath(BENCHMARKS_DIR, posixpath.dirname(src_uri) or ".")
     return tables.benchmark_markdown(root, link_prefix="" if prefix == "." else prefix + "/")
+
+
+def capacity_markdown(config: Any) -> str:
+    tables = _load_script(Path(config.config_file_path).parent / "scripts" / "capacity_tables.py")
+    return tables.capacity_markdown(Path(config.docs_dir) / BENCHMARKS_DIR / "capacity" / "capacity.json")
 
 
 def _load_script(path: Path) -> ModuleType:

@@ -105,6 +105,21 @@ def test_sixteen_concurrent_streams_all_complete_on_both_replicas(ray_url: str) 
     assert len({replica for replica, _ in results}) == 2  # unseeded: the least-loaded replica each time
 
 
+def test_find_capacity_runs_its_levels_through_the_proxy(ray_url: str) -> None:
+    """``turbotts loadtest --find-capacity`` against the Serve route: levels 1 and 2 with decoded audio."""
+    from turbotts.bench.loadtest_capacity import CapacityCriteria, CapacityPlan, find_capacity
+    from turbotts.bench.loadtest_client import LoadOptions, speech_url
+
+    criteria = CapacityCriteria(min_continuity=0.0, max_ttfa_p95_s=60.0)  # the route is judged, not the speed
+    plan = CapacityPlan(("Capacity through the proxy.", "今天天气很好。"), criteria, max_concurrency=2,
+                        level_duration_s=0.0, min_requests_per_listener=2)  # fmt: skip
+    search = find_capacity(LoadOptions(url=speech_url(ray_url), prebuffer_s=0.5), plan)
+    assert [level["concurrency"] for level in search.levels] == [1, 2]
+    assert [level["num_requests"] for level in search.levels] == [2, 4]
+    assert all(level["num_ok"] >= 1 and level["audio_s"] > 0 for level in search.levels), search.levels
+    assert search.capacity >= 1
+
+
 def test_first_bytes_arrive_before_synthesis_ends(http: httpx.Client) -> None:
     """Closing a long stream after its first chunk leaves most of its segments never synthesized."""
     num_segments = len(re.findall(r"\.", LONG_TEXT))

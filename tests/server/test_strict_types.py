@@ -14,7 +14,7 @@ REFUSED: list[tuple[str, Any]] = [
     ("speed", True), ("speed", False), ("speed", "1.5"),
     ("temperature", True), ("top_p", True), ("top_k", True), ("top_k", "5"),
     ("repetition_penalty", True), ("max_new_tokens", True), ("max_new_tokens", 4.5),
-    ("refine_text", 1), ("refine_text", "true"),
+    ("refine_text", 1), ("refine_text", "true"), ("playback_buffer_s", True), ("playback_buffer_s", "1"),
 ]  # fmt: skip
 
 

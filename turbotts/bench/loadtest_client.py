@@ -17,7 +17,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -211,13 +211,19 @@ class RunResult:
 
 async def run_load(
     options: LoadOptions,
-    requests: Sequence[LoadRequest],
+    requests: Iterable[LoadRequest],
     *,
     concurrency: int | None,
     duration_s: float | None = None,
+    min_requests_per_client: int = 0,
     on_done: Callable[[RequestRecord], None] | None = None,
 ) -> RunResult:
-    """Send ``requests``: ``concurrency`` closed-loop clients, or at their ``send_at_s`` (open loop) when None."""
+    """Send ``requests``: ``concurrency`` closed-loop clients, or at their ``send_at_s`` (open loop) when None.
+
+    ``min_requests_per_client`` (closed loop): each client keeps sending past ``duration_s`` until it
+    has sent that many, so a short level still gives every listener a few requests (``requests`` may
+    then be endless: :func:`turbotts.bench.loadtest_capacity` passes a generator).
+    """
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
     timeout = httpx.Timeout(options.timeout_s, connect=min(10.0, options.timeout_s))
     records: list[RequestRecord] = []
@@ -237,8 +243,9 @@ async def run_load(
             pending: Iterator[LoadRequest] = iter(requests)
 
             async def client_loop() -> None:
-                for request in pending:  # one shared iterator: each request is sent once
-                    if not may_start():
+                # one shared iterator: each request is sent once
+                for num_sent, request in enumerate(pending):
+                    if not may_start() and num_sent >= min_requests_per_client:
                         return
                     await one(request)
 

@@ -76,8 +76,19 @@ def loadtest(
         int | None, typer.Option("--max-new-tokens", min=1, help="Sent with each request.")
     ] = None,
     prebuffer_ms: Annotated[
-        float, typer.Option("--prebuffer-ms", help="Audio the player buffers before it starts.")
-    ] = 0.0,
+        float | None,
+        typer.Option(
+            "--prebuffer-ms", help="Audio the player buffers before it starts [default: 0; 1000 with --find-capacity]."
+        ),
+    ] = None,
+    send_buffer: Annotated[
+        bool | None,
+        typer.Option(
+            "--send-buffer/--no-send-buffer",
+            help="Send the buffer as playback_buffer_s in each request "
+            "[default: with --find-capacity]; --no-send-buffer for servers without the field.",
+        ),
+    ] = None,
     slo_ttfa_s: Annotated[float, typer.Option("--slo-ttfa-s", help="TTFA objective for goodput.")] = 1.0,
     timeout_s: Annotated[float, typer.Option("--timeout-s", help="Per request.")] = 120.0,
     api_key_env: Annotated[
@@ -85,6 +96,28 @@ def loadtest(
     ] = None,
     json_path: Annotated[Path, typer.Option("--json", help="Where to write the report.")] = Path("loadtest.json"),
     plot_path: Annotated[Path | None, typer.Option("--plot", help="PNG: latency and continuity vs load.")] = None,
+    find_capacity: Annotated[
+        bool,
+        typer.Option(
+            "--find-capacity",
+            help="Add closed-loop listeners one level at a time until a level "
+            "fails the criteria; report the highest passing level.",
+        ),
+    ] = False,
+    max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="--find-capacity: the last level.")] = 32,
+    level_duration_s: Annotated[
+        float, typer.Option("--level-duration-s", help="--find-capacity: no request starts after this, per level.")
+    ] = 30.0,
+    min_requests_per_listener: Annotated[
+        int, typer.Option("--min-requests-per-listener", help="--find-capacity: each listener sends at least this.")
+    ] = 3,
+    min_continuity: Annotated[
+        float, typer.Option("--min-continuity", help="--find-capacity: a level passes with at least this continuity.")
+    ] = 0.99,
+    max_ttfa_p95_s: Annotated[
+        float, typer.Option("--max-ttfa-p95-s", help="--find-capacity: ... and a TTFA p95 of at most this.")
+    ] = 1.0,
+    label: Annotated[str | None, typer.Option("--label", help="--find-capacity: a name kept in the JSON.")] = None,
 ) -> None:
     """Load a running server over HTTP: TTFA, latency, stalls, continuity and goodput (JSON + optional PNG)."""
     require("httpx", "av", purpose="turbotts loadtest")
@@ -94,7 +127,10 @@ def loadtest(
     from turbotts.bench.loadtest_client import LoadOptions, speech_url
     from turbotts.bench.loadtest_corpus import BUILTIN_TEXTS, load_texts
 
-    loads = _offered_loads(concurrency, request_rate, sweep)
+    if find_capacity and (concurrency, request_rate, sweep) != (None, None, None):
+        raise fail("--find-capacity chooses its own levels: drop --concurrency, --request-rate and --sweep")
+    loads = [] if find_capacity else _offered_loads(concurrency, request_rate, sweep)
+    prebuffer_ms = (1000.0 if find_capacity else 0.0) if prebuffer_ms is None else prebuffer_ms
     formats = [f.strip() for f in response_format.split(",") if f.strip()]
     if not formats or any(f not in FORMATS for f in formats):
         raise fail(f"--format takes formats among {', '.join(FORMATS)}, got {response_format!r}")
@@ -119,9 +155,25 @@ def loadtest(
     body: dict[str, Any] = {"model": model, "voice": voice}
     if max_new_tokens is not None:
         body["max_new_tokens"] = max_new_tokens
+    if send_buffer if send_buffer is not None else find_capacity:
+        body["playback_buffer_s"] = prebuffer_ms / 1000
     options = LoadOptions(
         url=speech_url(url), body=body, headers=headers, prebuffer_s=prebuffer_ms / 1000, timeout_s=timeout_s
     )
+    if find_capacity:
+        from turbotts.bench.loadtest_capacity import CapacityCriteria, CapacityPlan, run_capacity_command
+
+        try:
+            capacity_plan = CapacityPlan(
+                tuple(corpus), CapacityCriteria(min_continuity, max_ttfa_p95_s), max_concurrency, level_duration_s,
+                min_requests_per_listener, tuple(formats), stream_format, is_seeded, seed,
+            )  # fmt: skip
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        config = {"url": options.url, "body": body, "prebuffer_ms": prebuffer_ms, "timeout_s": timeout_s,
+                  "texts": str(texts) if texts else "builtin"}  # fmt: skip
+        run_capacity_command(options, capacity_plan, config, label, json_path, plot_path)
+        return
     plan = LoadPlan(loads, num_requests, duration_s, slo_ttfa_s, corpus, tuple(formats), stream_format, is_seeded, seed)
     runs, rows = _run_all(options, plan)
     config = {**dataclasses.asdict(plan), "texts": str(texts) if texts else "builtin", "num_texts": len(corpus),

@@ -46,6 +46,7 @@ class EngineStats:
     is_capacity_measured: bool = False  # False until a step was timed (or the capacity is overridden)
     num_refused_realtime: int = 0  # streams refused since start (their queue wait was too long)
     step_s_by_batch: dict[int, float] = field(default_factory=dict)  # mean pure-decode step time per batch size
+    num_sat_out: int = 0  # running streams the last step left out: far enough ahead of their listeners
 
 
 @dataclass
@@ -104,10 +105,12 @@ class AsyncEngine:
         request_id: str | None = None,
         stream: bool = True,
         is_realtime: bool | None = None,
+        playback_buffer_s: float | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Submit one synthesis and yield its outputs (audio chunks, then the final one).
 
-        ``is_realtime`` (default: ``stream``) puts it under real-time admission.
+        ``is_realtime`` (default: ``stream``) puts it under real-time admission; ``playback_buffer_s``
+        is the listener's player buffer (default: the engine's setting), which sets its deadlines.
 
         Raises:
             InvalidInputError: bad text, voice or parameters (raised before any output).
@@ -124,7 +127,14 @@ class AsyncEngine:
 
         def add() -> None:
             try:
-                self.core.add_request(request_id, text, params, stream=stream, is_realtime=is_realtime)
+                self.core.add_request(
+                    request_id,
+                    text,
+                    params,
+                    stream=stream,
+                    is_realtime=is_realtime,
+                    playback_buffer_s=playback_buffer_s,
+                )
             except Exception as exc:  # noqa: BLE001 - handed to the caller's future
                 loop.call_soon_threadsafe(_set_exception, admitted, exc)
                 return
@@ -239,6 +249,7 @@ class AsyncEngine:
             is_capacity_measured=policy is not None and policy.is_measured,
             num_refused_realtime=scheduler.num_refused_realtime,
             step_s_by_batch={} if policy is None else policy.step_s_by_batch,
+            num_sat_out=scheduler.num_sat_out,
         )
 
 

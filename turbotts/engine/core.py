@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,31 +14,25 @@ import numpy as np
 from turbotts.config import EngineConfig
 from turbotts.cpu.precision import resolve_precision
 from turbotts.engine.batch import RunnerOutput
-from turbotts.engine.decode_path import kv_cache_dtype
+from turbotts.engine.deadline import PlaybackClock
+from turbotts.engine.decode_path import kv_cache_dtype, resolve_decode_mode
 from turbotts.engine.kv import KVLayout, plan_kv_layout
 from turbotts.engine.model_runner import ModelRunner
-from turbotts.engine.realtime import RealtimeConfig, RealtimePolicy
+from turbotts.engine.realtime import realtime_policy
 from turbotts.engine.request import FINISH_REASONS, EngineRequest, RequestOutput
 from turbotts.engine.scheduler import Scheduler, SchedulerConfig, SequenceUpdate
 from turbotts.engine.sequence import Sequence, SequenceKind
-from turbotts.engine.streaming import AudioStream, DecodeWindow
+from turbotts.engine.sequence_builder import SequenceBuilder
+from turbotts.engine.streaming import SAMPLES_PER_FRAME, AudioStream, DecodeWindow
 from turbotts.engine.vocoder_runner import VocoderRunner
 from turbotts.errors import InvalidInputError
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.model.reference import reference_codes
-from turbotts.model.tokenizer import decorate_code_prompt, decorate_refine_prompt
 from turbotts.params import SynthesisParams
 from turbotts.text.frontend import TextFrontend
 from turbotts.text.pronounce import PronunciationDict
 from turbotts.text.sanitize import charset_from_vocab
 from turbotts.text.segment import is_speakable
-
-
-def resolve_decode_mode(mode: str, device_type: str) -> str:
-    """``auto`` means CUDA graphs on a GPU and per-slot eager attention on CPU."""
-    if mode == "auto":
-        return "graphs" if device_type == "cuda" else "eager"
-    return mode
 
 
 @dataclass(frozen=True)
@@ -49,26 +44,23 @@ class StepStats:
     duration_s: float
 
 
-def realtime_policy(config: EngineConfig, frames_per_s: float) -> RealtimePolicy:
-    """The real-time policy of ``config``: it learns the capacity always, the scheduler enforces it unless off."""
-    return RealtimePolicy(
-        RealtimeConfig(
-            frames_per_s=frames_per_s,
-            margin=config.realtime_margin,
-            max_batch_size=config.max_batch_size,
-            max_queue_wait_s=config.max_queue_wait_s,
-            capacity_override=config.realtime_capacity_override,
-        )
-    )
-
-
 class EngineCore:
-    """Owns the scheduler and the runners; callers add requests and call ``step()``."""
+    """Owns the scheduler and the runners; callers add requests and call ``step()``.
+
+    ``clock`` times everything the policies see (arrivals, first audio, step and vocoder
+    seconds); tests pass a virtual one to replay a machine of a given speed.
+    """
 
     def __init__(
-        self, model: ChatTTSModel, config: EngineConfig, pronunciations: PronunciationDict | None = None
+        self,
+        model: ChatTTSModel,
+        config: EngineConfig,
+        pronunciations: PronunciationDict | None = None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.model = model
+        self._clock = clock
         self.config = config
         gpt = model.modules.gpt
         decode_mode = resolve_decode_mode(config.decode_mode, model.device.type)
@@ -92,8 +84,10 @@ class EngineCore:
                 audio_eos_id=model.config.gpt.audio_eos_id,
                 text_eos_id=model.tokenizer.eos_id,
                 is_realtime_admission=config.admission == "realtime",
+                scheduling=config.scheduling,
             ),
             realtime_policy(config, model.sample_rate_hz / model.config.samples_per_code_frame),
+            clock=clock,
         )
         self.runner = ModelRunner(
             model,
@@ -110,8 +104,10 @@ class EngineCore:
         self.frontend = TextFrontend(charset_from_vocab(model.tokenizer.vocab_tokens()), pronunciations)
         self._requests: dict[str, EngineRequest] = {}
         self._by_seq: dict[int, EngineRequest] = {}
-        self._next_seq_id = 0
+        self._sequences = SequenceBuilder(model.tokenizer)
         self.last_step: StepStats | None = None
+        streaming = config.streaming
+        self._first_chunk_frames = streaming.first_chunk_frames + streaming.first_chunk_lookahead_frames
 
     # -- requests -----------------------------------------------------------------
 
@@ -140,11 +136,13 @@ class EngineCore:
         stream: bool = False,
         keep_hidden: bool = False,
         is_realtime: bool | None = None,
+        playback_buffer_s: float | None = None,
     ) -> EngineRequest:
         """Queue a synthesis.
 
         ``stream`` emits audio in chunks as frames are made; ``is_realtime`` (default: the
-        same as ``stream``) puts it under real-time admission: a listener plays it as it comes.
+        same as ``stream``) puts it under real-time admission: a listener plays it as it comes,
+        after buffering ``playback_buffer_s`` (default: the engine's setting), which sets its deadlines.
 
         Raises:
             InvalidInputError: empty text after the front end, a bad voice string, a
@@ -172,11 +170,16 @@ class EngineCore:
             voice=voice,
             prompt_codes=prompt_codes,
             audio=AudioStream(request_id, self.config.streaming, use_decoder=params.use_decoder, is_streaming=stream),
-            sequence=self._first_sequence(prepared, params, seed, voice, prompt_codes),
+            sequence=self._sequences.first(prepared, params, seed, voice, prompt_codes),
             keep_hidden=keep_hidden,
             is_realtime=stream if is_realtime is None else is_realtime,
+            arrival_s=self._clock(),
         )
         request.sequence.is_realtime = request.is_realtime
+        if request.is_realtime and stream:
+            buffer_s = self.config.playback_buffer_s if playback_buffer_s is None else playback_buffer_s
+            first_chunk = self._first_chunk_frames
+            request.sequence.playback = PlaybackClock(buffer_s, request.arrival_s, num_frames_to_next_chunk=first_chunk)
         self.scheduler.add(request.sequence)
         self._requests[request_id] = request
         self._by_seq[request.sequence.seq_id] = request
@@ -197,43 +200,11 @@ class EngineCore:
         gpt = self.model.config.gpt
         return reference_codes(params.reference.spk_smp, gpt.num_vq, gpt.audio_eos_id)
 
-    def _new_sequence(
-        self, kind: SequenceKind, prompt: str, params: SynthesisParams, seed: int, voice: str | None = None,
-        prompt_codes: list[list[int]] | None = None,
-    ) -> Sequence:  # fmt: skip
-        self._next_seq_id += 1
-        sampling = params.refine if kind is SequenceKind.TEXT else params.code
-        return Sequence(
-            self._next_seq_id,
-            kind,
-            self.model.tokenizer.encode(prompt),
-            sampling,
-            seed,
-            voice if kind is SequenceKind.CODE else None,
-            prompt_codes=prompt_codes or [],
-        )
-
-    def _first_sequence(
-        self, text: str, params: SynthesisParams, seed: int, voice: str | None, prompt_codes: list[list[int]]
-    ) -> Sequence:
-        if params.refine_text:
-            refine_prompt = decorate_refine_prompt(text, params.refine_prompt)
-            return self._new_sequence(SequenceKind.TEXT, refine_prompt, params, seed)
-        return self._code_sequence(text, params, seed, voice, prompt_codes)
-
-    def _code_sequence(
-        self, text: str, params: SynthesisParams, seed: int, voice: str | None, prompt_codes: list[list[int]]
-    ) -> Sequence:
-        """The official code prompt: speaker slot, the reference's transcript, speed, text; then its codes."""
-        txt_smp = params.reference.transcript if params.reference is not None else None
-        prompt = decorate_code_prompt(text, params.prompt, txt_smp, has_speaker=voice is not None)
-        return self._new_sequence(SequenceKind.CODE, prompt, params, seed, voice, prompt_codes)
-
     # -- the step -----------------------------------------------------------------
 
     def step(self) -> list[RequestOutput]:
         """Schedule, execute, update, stream. Returns what finished or has new audio."""
-        start = time.perf_counter()
+        start = self._clock()
         work = self.scheduler.schedule()
         if work.is_empty:
             self.last_step = StepStats(0, 0, 0.0)
@@ -241,9 +212,9 @@ class EngineCore:
         result = self.runner.execute(work)
         updates = self.scheduler.update(result)
         self._record(updates, result)
-        outputs = self._stream()
-        self.last_step = StepStats(len(work.prefill), len(work.decode), time.perf_counter() - start)
-        self.scheduler.observe_step(self.last_step.num_prefill, self.last_step.num_decode, self.last_step.duration_s)
+        outputs, vocoder_s = self._stream()
+        self.last_step = StepStats(len(work.prefill), len(work.decode), self._clock() - start)
+        self.scheduler.observe_step(len(work.prefill), len(work.decode), self.last_step.duration_s - vocoder_s)
         return outputs
 
     def _record(self, updates: list[SequenceUpdate], result: RunnerOutput) -> None:
@@ -265,10 +236,11 @@ class EngineCore:
         """The refine pass finished: its text becomes the prompt of the request's code sequence (first in line)."""
         refined = self.refined_text([ids[0] for ids in seq.output_ids])
         request.refined_text = refined
-        request.sequence = self._code_sequence(
+        request.sequence = self._sequences.code(
             refined, request.params, request.seed, request.voice, request.prompt_codes
         )
         request.sequence.is_realtime = request.is_realtime
+        request.sequence.playback = seq.playback
         self._by_seq[request.sequence.seq_id] = request
         self.scheduler.add_priority(request.sequence)
 
@@ -277,17 +249,22 @@ class EngineCore:
         break_0 = self.model.tokenizer.break_0_id
         return self.model.tokenizer.decode([i for i in ids if i < break_0])
 
-    def _stream(self) -> list[RequestOutput]:
+    def _stream(self) -> tuple[list[RequestOutput], float]:
+        """Decode the chunks that are due; returns the outputs and the vocoder's seconds."""
         windows: list[DecodeWindow] = []
         for request in self._requests.values():
             window = request.audio.next_window()
             if window is not None:
                 windows.append(window)
+        vocoder_start = self._clock()
         audio = dict(zip([w.request_id for w in windows], self.vocoder.decode(windows), strict=True))
+        vocoder_s = self._clock() - vocoder_start if windows else 0.0
+        num_samples = sum(w.keep_to - w.keep_from for w in windows)
+        self.scheduler.observe_vocoder(num_samples // SAMPLES_PER_FRAME, vocoder_s)
         for window in windows:
             self._requests[window.request_id].audio.mark_emitted(window)
         outputs = []
-        now = time.perf_counter()
+        now = self._clock()
         for request_id in list(self._requests):
             request = self._requests[request_id]
             chunk = audio.get(request_id)
@@ -299,7 +276,17 @@ class EngineCore:
             outputs.append(self._output(request, chunk if chunk is not None else np.zeros(0, np.float32)))
             if is_finished:
                 del self._requests[request_id]
-        return outputs
+        for request in self._requests.values():
+            self._update_playback(request)
+        return outputs, vocoder_s
+
+    def _update_playback(self, request: EngineRequest) -> None:
+        """What the scheduler's deadline policy reads of this stream's listener."""
+        clock = request.sequence.playback
+        if clock is None:
+            return
+        emitted_s = request.audio.num_emitted_samples / self.model.sample_rate_hz
+        clock.observe(self._clock(), request.first_audio_s, emitted_s, request.audio.num_frames_to_next_chunk)
 
     def _output(self, request: EngineRequest, chunk: np.ndarray) -> RequestOutput:
         is_finished = request.audio.is_complete

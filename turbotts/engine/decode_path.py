@@ -59,3 +59,10 @@ def kv_cache_dtype(name: str, gpt: GPT) -> torch.dtype:
     if name != "auto":
         raise ValueError(f"kv_dtype must be auto, fp32 or bf16, not {name!r}")
     return torch.bfloat16 if gpt.fused_decode is not None else gpt.norm.weight.dtype
+
+
+def resolve_decode_mode(mode: str, device_type: str) -> str:
+    """``auto`` means CUDA graphs on a GPU and per-slot eager attention on CPU."""
+    if mode == "auto":
+        return "graphs" if device_type == "cuda" else "eager"
+    return mode

@@ -23,6 +23,12 @@ steps of a cold process fade at once instead of over dozens of steps. A size not
 ``stale_after_steps`` steps is set aside while fresher ones exist, so an old pessimistic
 sample above the capacity cannot hold it down for ever: the rules above then probe it again.
 
+The vocoder's share is learned apart, as seconds per code frame (the engine core times its
+decode calls): a step of ``b`` rows costs the GPT step at ``b`` plus ``b`` frames of vocoding,
+which is what the steady state pays. With deadline scheduling (:mod:`turbotts.engine.deadline`)
+the capacity counts the streams that rotating real-time batches keep at real time, the same
+model the scheduler chooses rows with.
+
 ``capacity_override`` replaces the learned value (tests, and operators who measured
 it themselves).
 """
@@ -30,6 +36,9 @@ it themselves).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from turbotts.config import EngineConfig
+from turbotts.engine.deadline import StepCost, streams_kept
 
 #: code frames one GPT step gives each running sequence
 FRAMES_PER_STEP = 1
@@ -47,6 +56,8 @@ class RealtimeConfig:
         capacity_override: a fixed capacity instead of the learned one.
         ewma_alpha: weight of the newest step in the mean step time.
         stale_after_steps: steps after which a batch size's mean is set aside (fresher sizes exist).
+        is_deadline_scheduling: rows may sit out steps (deadline scheduling): capacity counts the
+            streams rotating real-time batches keep, not only the largest real-time batch.
     """
 
     frames_per_s: float
@@ -56,6 +67,7 @@ class RealtimeConfig:
     capacity_override: int | None = None
     ewma_alpha: float = 0.1
     stale_after_steps: int = 1000
+    is_deadline_scheduling: bool = False
 
     def __post_init__(self) -> None:
         if self.frames_per_s <= 0 or self.max_batch_size < 1:
@@ -84,6 +96,8 @@ class RealtimePolicy:
         self._num_steps = 0
         self._stream_steps: float | None = None  # EWMA of steps a finished stream ran
         self._num_streams = 0
+        self._vocoder_s_per_frame = 0.0
+        self._num_vocoder_samples = 0
 
     # -- measurements -----------------------------------------------------------------
 
@@ -98,6 +112,19 @@ class RealtimePolicy:
         old = self._step_s.get(batch_size, 0.0)
         alpha = max(self.config.ewma_alpha, 1.0 / num)
         self._step_s[batch_size] = old + alpha * (duration_s - old)
+
+    def observe_vocoder(self, num_frames: int, duration_s: float) -> None:
+        """The vocoder made ``num_frames`` code frames' audio in ``duration_s`` (mean per frame)."""
+        if num_frames < 1 or duration_s <= 0:
+            return
+        self._num_vocoder_samples += 1
+        alpha = max(self.config.ewma_alpha, 1.0 / self._num_vocoder_samples)
+        per_frame = duration_s / num_frames
+        self._vocoder_s_per_frame += alpha * (per_frame - self._vocoder_s_per_frame)
+
+    @property
+    def vocoder_s_per_frame(self) -> float:
+        return self._vocoder_s_per_frame
 
     def observe_finished_stream(self, num_steps: int, expected_steps: int) -> None:
         """A stream ended after ``num_steps`` decode steps (its length, for queue-wait estimates).
@@ -124,7 +151,23 @@ class RealtimePolicy:
     # -- estimates ----------------------------------------------------------------------
 
     def step_s(self, batch_size: int) -> float | None:
-        """Estimated seconds of one step at ``batch_size``; None when nothing supports a guess."""
+        """Estimated seconds of one step at ``batch_size`` with its vocoding; None when nothing supports a guess."""
+        gpt = self.gpt_step_s(batch_size)
+        return None if gpt is None else gpt + batch_size * self._vocoder_s_per_frame
+
+    def step_cost(self, max_batch_size: int) -> StepCost:
+        """The estimates for sizes 1..``max_batch_size`` as plain data (for the deadline policy)."""
+        sizes = {b: self.gpt_step_s(b) for b in range(1, max_batch_size + 1)}
+        known = {b: s for b, s in sizes.items() if s is not None}
+        return StepCost(known, self._vocoder_s_per_frame)
+
+    @property
+    def step_budget_s(self) -> float:
+        """The real-time step: every running stream gets a frame this often at real time plus margin."""
+        return 1.0 / self.config.min_steps_per_s
+
+    def gpt_step_s(self, batch_size: int) -> float | None:
+        """Estimated seconds of one GPT step at ``batch_size``; None when nothing supports a guess."""
         means = self._fresh_means()
         if batch_size in means:
             return means[batch_size]
@@ -154,11 +197,20 @@ class RealtimePolicy:
 
     @property
     def capacity(self) -> int:
-        """The largest batch whose (estimated) steps keep every stream at real time plus margin; 0 if none."""
+        """Streams kept at real time plus margin; 0 if none.
+
+        FIFO: the largest batch whose (estimated) steps keep every row at real time. Deadline
+        scheduling: at least that, or the streams that rotating real-time batches keep, counted
+        from measured sizes only (a probe's guess never raises it).
+        """
         if self.config.capacity_override is not None:
             return min(self.config.capacity_override, self.config.max_batch_size)
         fits = [b for b in range(1, self.config.max_batch_size + 1) if self.is_realtime_at(b)]
-        return fits[-1] if fits else 0
+        largest_batch = fits[-1] if fits else 0
+        if not self.config.is_deadline_scheduling or largest_batch == 0:
+            return largest_batch
+        measured = StepCost(self._fresh_means(), self._vocoder_s_per_frame)
+        return max(largest_batch, streams_kept(measured, self.config.max_batch_size, self.config.min_steps_per_s))
 
     @property
     def admission_limit(self) -> int:
@@ -186,3 +238,17 @@ def _line(x0: int, y0: float, x1: int, y1: float, x: int) -> float:
     """y at x on the line through (x0, y0) and (x1, y1), never decreasing with x."""
     slope = max((y1 - y0) / (x1 - x0), 0.0)
     return y0 + slope * (x - x0)
+
+
+def realtime_policy(config: EngineConfig, frames_per_s: float) -> RealtimePolicy:
+    """The real-time policy of ``config``: it learns the capacity always, the scheduler enforces it unless off."""
+    return RealtimePolicy(
+        RealtimeConfig(
+            frames_per_s=frames_per_s,
+            margin=config.realtime_margin,
+            max_batch_size=config.max_batch_size,
+            max_queue_wait_s=config.max_queue_wait_s,
+            capacity_override=config.realtime_capacity_override,
+            is_deadline_scheduling=config.scheduling == "deadline",
+        )
+    )

@@ -1,7 +1,10 @@
 """Iteration-level scheduling policy (no torch here).
 
-Every step: drop aborted sequences, decode every running one, and admit waiting
+Every step: drop aborted sequences, decode the running ones, and admit waiting
 sequences first-come-first-served while a KV slot and a batch place are free.
+With ``scheduling="fifo"`` every running sequence decodes every step; with
+``"deadline"`` (the default) :func:`turbotts.engine.deadline.choose_rows` picks them by
+their listeners' slack, so rows far ahead of their players may sit out a step.
 A new sequence is prefilled in the step that admits it and joins the decode
 batch in the next one, so nobody waits for the longest member of a batch.
 
@@ -13,10 +16,13 @@ A stream whose estimated queue wait passes ``max_queue_wait_s`` is refused at on
 
 from __future__ import annotations
 
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from turbotts.engine.batch import DecodeItem, PrefillItem, RunnerOutput, SchedulerOutput
+from turbotts.engine.deadline import DeadlineConfig, RowSlack, choose_rows, slack_s
 from turbotts.engine.kv import SlotAllocator
 from turbotts.engine.realtime import RealtimePolicy
 from turbotts.engine.sequence import Sequence, SequenceKind, SequenceStatus
@@ -33,6 +39,8 @@ class SchedulerConfig:
     audio_eos_id: int
     text_eos_id: int
     is_realtime_admission: bool = False  # enforce the real-time policy (it measures either way)
+    scheduling: str = "fifo"  # fifo: every running row decodes each step; deadline: by listeners' slack
+    min_slack_s: float = 0.15  # deadline: a row with less slack always runs
 
 
 @dataclass(frozen=True)
@@ -48,9 +56,19 @@ class SequenceUpdate:
 class Scheduler:
     """Owns every sequence's status; the engine core asks it what to run."""
 
-    def __init__(self, config: SchedulerConfig, realtime: RealtimePolicy | None = None) -> None:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        realtime: RealtimePolicy | None = None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if config.scheduling not in ("fifo", "deadline"):
+            raise ValueError(f"scheduling must be fifo or deadline, not {config.scheduling!r}")
         self.config = config
         self.realtime = realtime  # measures step times; enforced when config.is_realtime_admission
+        self._clock = clock
+        self.num_sat_out = 0  # running rows the last step left out (deadline scheduling), for metrics
         self._slots = SlotAllocator(config.num_slots)
         self._waiting: deque[Sequence] = deque()
         self._running: dict[int, Sequence] = {}
@@ -124,7 +142,7 @@ class Scheduler:
 
     def schedule(self) -> SchedulerOutput:
         self._drop_aborted()
-        decode = [self._decode_item(seq) for seq in self._running.values()]
+        decode = [self._decode_item(seq) for seq in self._rows_to_decode()]
         prefill: list[PrefillItem] = []
         num_prefill_tokens = 0
         while self._waiting and self._slots.can_allocate():
@@ -143,6 +161,21 @@ class Scheduler:
             prefill.append(item)
         return SchedulerOutput(prefill=prefill, decode=decode)
 
+    def _rows_to_decode(self) -> list[Sequence]:
+        """Every running row (FIFO), or the rows the deadline policy picks by slack."""
+        running = list(self._running.values())
+        self.num_sat_out = 0
+        policy = self.realtime
+        if self.config.scheduling != "deadline" or policy is None or len(running) < 2:
+            return running
+        budget_s = policy.step_budget_s
+        now_s = self._clock()
+        rows = [_row_slack(seq, now_s, budget_s) for seq in running]
+        config = DeadlineConfig(step_budget_s=budget_s, min_slack_s=self.config.min_slack_s)
+        chosen = choose_rows(rows, policy.step_cost(len(running)), config)
+        self.num_sat_out = len(running) - len(chosen)
+        return [self._running[seq_id] for seq_id in chosen]
+
     def _batch_limit(self, seq: Sequence) -> int:
         """How many may run once ``seq`` starts: the real-time limit when a stream is (or would be) in the batch."""
         if self.realtime is None or not self.config.is_realtime_admission:
@@ -155,6 +188,11 @@ class Scheduler:
         """The engine core's step time: pure decode steps teach the real-time policy."""
         if self.realtime is not None and num_prefill == 0:
             self.realtime.observe_step(num_decode, duration_s)
+
+    def observe_vocoder(self, num_frames: int, duration_s: float) -> None:
+        """The engine core's vocoder time for ``num_frames`` new frames (part of every stream's step cost)."""
+        if self.realtime is not None:
+            self.realtime.observe_vocoder(num_frames, duration_s)
 
     def update(self, output: RunnerOutput) -> list[SequenceUpdate]:
         """Record the sampled ids, decide who finished, free their slots."""
@@ -219,3 +257,11 @@ class Scheduler:
             if seq.is_abort_requested:
                 seq.status = SequenceStatus.FINISHED_ABORTED
         self._waiting = kept
+
+
+def _row_slack(seq: Sequence, now_s: float, step_s: float) -> RowSlack:
+    """What the deadline policy reads of one running row."""
+    clock = seq.playback
+    if clock is None:
+        return RowSlack(seq.seq_id, None)
+    return RowSlack(seq.seq_id, slack_s(clock, now_s, step_s), is_first_chunk=clock.first_audio_s is None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 
+from turbotts.engine.deadline import PlaybackClock
 from turbotts.params import SamplingParams
 
 
@@ -48,6 +49,8 @@ class Sequence:
         seed: sampler seed (the engine draws one when the caller gave none).
         output_ids: generated ids; for CODE one list of num_vq ids per step.
         is_realtime: part of a stream a listener plays as it arrives (real-time admission applies).
+        playback: that listener's player as the engine core last saw it (deadline scheduling); None
+            for work nobody plays as it comes.
     """
 
     seq_id: int
@@ -63,6 +66,7 @@ class Sequence:
     max_new_tokens: int = 0  # set on admission: min(sampling.max_new_tokens, room left in the slot)
     is_abort_requested: bool = False
     is_realtime: bool = False
+    playback: PlaybackClock | None = None
 
     @property
     def num_prompt_tokens(self) -> int:

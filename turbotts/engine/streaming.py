@@ -88,6 +88,13 @@ class AudioStream:
             keep_to=end_sample - offset,
         )
 
+    @property
+    def num_frames_to_next_chunk(self) -> int:
+        """Code frames still to make before the next chunk is due (0 when it is due now)."""
+        emitted_frames = self.num_emitted_samples // SAMPLES_PER_FRAME
+        stable_frames = self.num_frames - self._lookahead_frames()
+        return max(self._frames_due() - (stable_frames - emitted_frames), 0)
+
     def _lookahead_frames(self) -> int:
         """The first chunk holds back less, for a lower time to first audio (see StreamingConfig)."""
         if self.num_chunks == 0:

@@ -105,6 +105,12 @@ class SynthesisOptions(Utf8Model):
         default=None, strict=True,
         description="Run the refine-text stage first; off by default (it slows the first audio).",
     )  # fmt: skip
+    playback_buffer_s: float | None = Field(
+        default=None, ge=0.0, le=30.0, strict=True,
+        description="Seconds of audio your player buffers before it plays (default: the server's "
+        "playback_buffer_s setting). A streamed request's deadlines follow it: the scheduler runs the streams "
+        "nearest to running dry first.",
+    )  # fmt: skip
 
     _json_integers = field_validator("seed", "top_k", "max_new_tokens", mode="before")(_integral)
 

@@ -120,6 +120,8 @@ class ServerSettings(GuardAndScaleFields, BaseSettings):
             realtime_margin=self.realtime_margin,
             max_queue_wait_s=self.max_queue_wait_s,
             realtime_capacity_override=self.realtime_capacity_override,
+            scheduling=self.scheduling,
+            playback_buffer_s=self.playback_buffer_s,
         )
 
     def reference_limits(self) -> ReferenceLimits:

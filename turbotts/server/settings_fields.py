@@ -162,6 +162,19 @@ class ServingFields(BaseModel):
         description="Fixed capacity, in streams; unset: learned from measured step times.",
         json_schema_extra=in_group("Real-time admission", "--realtime-capacity"),
     )
+    scheduling: Literal["deadline", "fifo"] = Field(
+        default="deadline",
+        description="deadline: past the real-time batch, decode the streams nearest their listeners' "
+        "deadlines first; fifo: every running stream every step.",
+        json_schema_extra=_REALTIME,
+    )
+    playback_buffer_s: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=30.0,
+        description="Audio a client's player buffers, for streams whose request does not say.",
+        json_schema_extra=_REALTIME,
+    )
 
     # request limits and defaults
     max_input_chars: int = Field(default=4096, ge=1, description="Longer inputs get 413.", json_schema_extra=_REQUESTS)

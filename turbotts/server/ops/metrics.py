@@ -124,6 +124,11 @@ class Metrics:
             "Streams the engine keeps at or above real time plus margin (learned or overridden).",
             registry=r,
         )
+        self.sat_out = Gauge(
+            "turbotts_sat_out_sequences",
+            "Running streams the last engine step left out: far ahead of their listeners (deadline scheduling).",
+            registry=r,
+        )
         self._num_refused_realtime = 0  # the engine's count already moved into admission_rejections
         self.degraded = Counter("turbotts_degraded_responses_total", "Fallback-clip answers.", ["mode"], registry=r)
         self.content_filtered = Counter(
@@ -182,6 +187,7 @@ class Metrics:
         self.engine_steps.set(stats.num_steps)
         self.tokens_per_s.set(stats.tokens_per_s)
         self.realtime_capacity.set(stats.realtime_capacity)
+        self.sat_out.set(stats.num_sat_out)
         if stats.num_refused_realtime > self._num_refused_realtime:  # the engine counts; the metric follows
             self.admission_rejections.labels("realtime").inc(stats.num_refused_realtime - self._num_refused_realtime)
             self._num_refused_realtime = stats.num_refused_realtime

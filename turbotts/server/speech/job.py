@@ -40,6 +40,7 @@ class ResolvedOptions:
     is_deterministic: bool = False  # the client gave a seed: the audio may be cached
     bit_rate_kbps: int | None = None  # mp3, opus, aac: the server's setting for the format
     instructions: Instructed | None = None  # what ``instructions`` became (None: none given)
+    playback_buffer_s: float | None = None  # the client's player buffer (None: the server's setting)
 
 
 class AudioSource(Protocol):

@@ -81,6 +81,7 @@ class EngineSource:
         on_request: Callable[[], None] | None = None,
         *,
         is_realtime: bool = True,
+        playback_buffer_s: float | None = None,
     ) -> None:
         self.engine = engine
         self.params = params
@@ -88,14 +89,16 @@ class EngineSource:
         # False: the client gets the audio whole (flac), so it is batch work, decoded once at the end: the
         # exact one-shot audio, without the chunks' re-decoded context (about a third of the vocoder's work)
         self.is_realtime = is_realtime
+        self.playback_buffer_s = playback_buffer_s  # the listener's player buffer: its deadlines
 
     async def run(self, text: str, request_id: str, emit: Emit) -> int:
         if self._on_request is not None:
             self._on_request()
         num_frames = 0
         outputs = self.engine.generate(
-            text, self.params, request_id=request_id, stream=self.is_realtime, is_realtime=self.is_realtime
-        )
+            text, self.params, request_id=request_id, stream=self.is_realtime, is_realtime=self.is_realtime,
+            playback_buffer_s=self.playback_buffer_s,
+        )  # fmt: skip
         try:
             async for output in outputs:
                 if output.audio.size:

@@ -249,14 +249,15 @@ class SpeechService:
         fmt = options.response_format
         bit_rate_kbps = self.settings.bit_rate_kbps(fmt)
         return ResolvedOptions(
-            params, fmt, rate, tuple(warnings), options.seed is not None, bit_rate_kbps, instructions=instructed
-        )
+            params, fmt, rate, tuple(warnings), options.seed is not None, bit_rate_kbps, instructions=instructed,
+            playback_buffer_s=options.playback_buffer_s,
+        )  # fmt: skip
 
     def _engine_source(self, resolved: ResolvedOptions) -> EngineSource:
         """Streamed formats are real-time work (a listener plays them as they come); buffered ones are batch."""
         is_realtime = resolved.response_format not in BUFFERED_FORMATS
         return EngineSource(self.engine, resolved.params, on_request=self.metrics.engine_requests.inc,
-                            is_realtime=is_realtime)  # fmt: skip
+                            is_realtime=is_realtime, playback_buffer_s=resolved.playback_buffer_s)  # fmt: skip
 
     async def _source(self, resolved: ResolvedOptions, segments: list[str]) -> tuple[CacheLevel | None, SegmentSource]:
         """The segment source, built once: the engine, behind the audio cache when the request has a seed.
