@@ -17,15 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from turbotts.bench.local_server import LocalServer, local_server
 
 TEXTS = ["Hello there, how are you today?", "The weather is nice and warm.", "今天天气很好。", "This is a short test."]
 FRAMES = 100  # code frames per stream (2.1 s of audio)
@@ -34,41 +35,14 @@ SLO_TTFA_S = 3.0
 MAX_QUEUE_WAIT_S = 10.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _serve(size: str, quant: str, admission: str, tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    env = {**os.environ, "TURBOTTS_VOICES_DB": str(tmp / f"voices-{port}.sqlite3"), "TURBOTTS_RATE_LIMIT_RPS": "0",
+def _serve(size: str, quant: str, admission: str, tmp: Path) -> AbstractContextManager[LocalServer]:
+    log_path = tmp / f"serve-{admission}-{quant}.log"
+    env = {"TURBOTTS_VOICES_DB": str(log_path.with_suffix(".sqlite3")), "TURBOTTS_RATE_LIMIT_RPS": "0",
            "TURBOTTS_MAX_BATCH_SIZE": "16", "TURBOTTS_CACHE_MAX_BYTES": "0"}  # fmt: skip
-    command = [sys.executable, "-m", "turbotts", "serve", "--port", str(port), "--load-format", "dummy",
-               "--dummy-size", size, "--dtype", "fp32", "--quant", quant, "--vocoder-dtype", "fp32",
-               "--admission", admission, "--max-queue-wait-s", str(MAX_QUEUE_WAIT_S), "--log-format", "text",
-               "--no-watermark"]  # fmt: skip
-    log = (tmp / f"serve-{port}.log").open("wb")
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            time.sleep(1)
-    process.kill()
-    raise RuntimeError(f"the server did not start; see {log.name}")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(60)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    flags = ["--load-format", "dummy", "--dummy-size", size, "--dtype", "fp32", "--quant", quant, "--vocoder-dtype",
+             "fp32", "--admission", admission, "--max-queue-wait-s", str(MAX_QUEUE_WAIT_S), "--log-format", "text",
+             "--no-watermark"]  # fmt: skip
+    return local_server(flags, log_path, env=env, ready_timeout_s=600)
 
 
 def _speak(url: str, text: str, response_format: str = "pcm") -> None:
@@ -106,8 +80,8 @@ def _loadtest(url: str, clients: int, tmp: Path, name: str) -> dict[str, Any]:
 
 
 def run_precision(size: str, quant: str, tmp: Path) -> dict[str, Any]:
-    process, url = _serve(size, quant, "realtime", tmp)
-    try:
+    with _serve(size, quant, "realtime", tmp) as server:
+        url = server.url
         calibration = _calibrate(url)
         capacity = calibration["realtime_capacity_streams"]
         loads = [max(capacity, 1) * k for k in (1, 2, 4)]
@@ -117,16 +91,12 @@ def run_precision(size: str, quant: str, tmp: Path) -> dict[str, Any]:
             runs["realtime"].append({"clients": clients, **_loadtest(url, clients, tmp, f"{quant}-on-{clients}")})
             print(f"  on  {clients}: {runs['realtime'][-1]['status_counts']}", flush=True)
         after = httpx.get(f"{url}/readyz", timeout=30).json()["details"]
-    finally:
-        _stop(process)
-    process, url = _serve(size, quant, "off", tmp)
-    try:
+    with _serve(size, quant, "off", tmp) as server:
+        url = server.url
         _calibrate(url)  # the same warm-up
         for clients in loads:
             runs["off"].append({"clients": clients, **_loadtest(url, clients, tmp, f"{quant}-off-{clients}")})
             print(f"  off {clients}: {runs['off'][-1]['status_counts']}", flush=True)
-    finally:
-        _stop(process)
     return {"quant": quant, "calibration": calibration, "after_load": after, "capacity_streams": capacity,
             "loads": loads, "runs": runs}  # fmt: skip
 

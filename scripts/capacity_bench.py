@@ -22,14 +22,7 @@ shared box. ``--dummy-size tiny --level-duration-s 1 --max-concurrency 3`` is a 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +39,10 @@ from turbotts.bench.loadtest_capacity import (
 )
 from turbotts.bench.loadtest_client import LoadOptions, speech_url
 from turbotts.bench.loadtest_corpus import BUILTIN_TEXTS
+from turbotts.bench.local_server import local_server
 from turbotts.bench.report import write_json
 
 DEFAULT_CONFIGS = "deadline:off,deadline:realtime,fifo:off,fifo:realtime"
-READY_TIMEOUT_S = 900.0  # full-size weights with auto precision run a quality gate at start-up
 
 
 def _parse_configs(spec: str) -> list[tuple[str, str]]:
@@ -66,46 +59,10 @@ def _parse_configs(spec: str) -> list[tuple[str, str]]:
     return configs
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def _serving(args: argparse.Namespace, scheduling: str, admission: str, log_path: Path) -> Iterator[str]:
-    """A ``turbotts serve`` with this configuration until the block ends; yields its URL once /readyz is 200."""
-    port = _free_port()
-    env = {**os.environ, "TURBOTTS_VOICES_DB": str(log_path.with_suffix(".sqlite3")), "TURBOTTS_RATE_LIMIT_RPS": "0",
-           "TURBOTTS_CACHE_MAX_BYTES": "0"}  # fmt: skip
-    command = [sys.executable, "-m", "turbotts", "serve", "--port", str(port), "--load-format", "dummy",
-               "--dummy-size", args.dummy_size, "--dtype", args.dtype, "--quant", args.quant, "--vocoder-dtype",
-               args.vocoder_dtype, "--admission", admission, "--log-format", "text"]  # fmt: skip
-    if scheduling != "-":
-        command += ["--scheduling", scheduling]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while process.poll() is None:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"turbotts serve was not ready in {READY_TIMEOUT_S:g} s; see {log_path}")
-            time.sleep(0.5)
-        else:
-            tail = log_path.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"turbotts serve exited ({' '.join(command[3:])}):\n{tail}")
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+def _serve_flags(args: argparse.Namespace, scheduling: str, admission: str) -> list[str]:
+    flags = ["--load-format", "dummy", "--dummy-size", args.dummy_size, "--dtype", args.dtype, "--quant", args.quant,
+             "--vocoder-dtype", args.vocoder_dtype, "--admission", admission, "--log-format", "text"]  # fmt: skip
+    return flags if scheduling == "-" else [*flags, "--scheduling", scheduling]
 
 
 def _warm_up(url: str, max_new_tokens: int) -> None:
@@ -127,7 +84,11 @@ def _run_config(args: argparse.Namespace, scheduling: str, admission: str, progr
     body: dict[str, Any] = {"max_new_tokens": args.max_new_tokens}
     if args.send_buffer:
         body["playback_buffer_s"] = args.prebuffer_ms / 1000
-    with _serving(args, scheduling, admission, tmp / f"serve-{name}.log") as url:
+    log_path = tmp / f"serve-{name}.log"
+    env = {"TURBOTTS_VOICES_DB": str(log_path.with_suffix(".sqlite3")), "TURBOTTS_RATE_LIMIT_RPS": "0",
+           "TURBOTTS_CACHE_MAX_BYTES": "0"}  # fmt: skip
+    with local_server(_serve_flags(args, scheduling, admission), log_path, env=env) as server:
+        url = server.url
         _warm_up(url, args.max_new_tokens)
         options = LoadOptions(url=speech_url(url), body=body, prebuffer_s=args.prebuffer_ms / 1000)
         search = find_capacity(options, plan, progress)

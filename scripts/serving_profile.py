@@ -14,17 +14,16 @@ box's cores the server and the load tester used. JSON + PNG.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-import httpx
+from turbotts.bench.local_server import LocalServer, local_server
 
 #: stage -> a frame that marks it (the first match down the stack, most specific first)
 STAGES = (
@@ -82,10 +81,32 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _profile_under_load(server: LocalServer, args: argparse.Namespace) -> tuple[Path, dict[str, float | None]]:
+    """Listeners on ``server``, py-spy on its process: the raw profile, and the cores server and load tester used."""
+    num_requests = str(max(args.concurrency * 8, 8))
+    load = subprocess.Popen(
+        [sys.executable, "-m", "turbotts", "loadtest", server.url, "--concurrency", str(args.concurrency),
+         "--num-requests", num_requests, "--max-new-tokens", str(args.max_new_tokens), "--prebuffer-ms", "1000",
+         "--json", str(args.out_dir / "serving_profile_load.json")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    time.sleep(4.0)  # past the first arrivals
+    raw = args.out_dir / "serving_profile.raw.txt"
+    pid = server.process.pid
+    start_s, server_cpu_s, load_cpu_s = time.monotonic(), cpu_seconds(pid), cpu_seconds(load.pid)
+    subprocess.run(
+        [str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(pid), "-d", str(int(args.duration_s)),
+         "-r", "50", "--threads", "--idle", "--nonblocking", "--format", "raw", "-o", str(raw)],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    wall_s = time.monotonic() - start_s
+    cores_used: dict[str, float | None] = {
+        "server": (cpu_seconds(pid) - server_cpu_s) / wall_s,
+        "load_tester": (cpu_seconds(load.pid) - load_cpu_s) / wall_s,
+        "cores": os.cpu_count(),
+    }
+    load.wait()
+    return raw, cores_used
 
 
 def main() -> None:
@@ -98,44 +119,13 @@ def main() -> None:
     if args.concurrency < 1 or args.duration_s <= 0:
         parser.error("--concurrency must be >= 1 and --duration-s positive")
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    env = {**os.environ, "TURBOTTS_RATE_LIMIT_RPS": "0", "TURBOTTS_CACHE_MAX_BYTES": "0"}
-    serve = [sys.executable, "-m", "turbotts", "serve", "--port", str(port), "--load-format", "dummy",
-             "--dummy-size", "full", "--admission", "off", "--log-format", "text"]  # fmt: skip
-    server = subprocess.Popen(serve, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        while server.poll() is None:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                    break
-            time.sleep(0.5)
-        num_requests = str(max(args.concurrency * 8, 8))
-        load = subprocess.Popen(
-            [sys.executable, "-m", "turbotts", "loadtest", url, "--concurrency", str(args.concurrency),
-             "--num-requests", num_requests, "--max-new-tokens", str(args.max_new_tokens), "--prebuffer-ms", "1000",
-             "--json", str(args.out_dir / "serving_profile_load.json")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        time.sleep(4.0)  # past the first arrivals
-        raw = args.out_dir / "serving_profile.raw.txt"
-        start_s, server_cpu_s, load_cpu_s = time.monotonic(), cpu_seconds(server.pid), cpu_seconds(load.pid)
-        subprocess.run(
-            [str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(server.pid), "-d",
-             str(int(args.duration_s)), "-r", "50", "--threads", "--idle", "--nonblocking", "--format", "raw",
-             "-o", str(raw)],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        wall_s = time.monotonic() - start_s
-        cores_used = {
-            "server": (cpu_seconds(server.pid) - server_cpu_s) / wall_s,
-            "load_tester": (cpu_seconds(load.pid) - load_cpu_s) / wall_s,
-            "cores": os.cpu_count(),
-        }
-        load.wait()
-    finally:
-        server.terminate()
-        server.wait(60)
+    env = {"TURBOTTS_RATE_LIMIT_RPS": "0", "TURBOTTS_CACHE_MAX_BYTES": "0"}
+    flags = ["--load-format", "dummy", "--dummy-size", "full", "--admission", "off", "--log-format", "text"]
+    with (
+        tempfile.TemporaryDirectory(prefix="serving-profile-") as tmp,
+        local_server(flags, Path(tmp) / "serve.log", env=env) as server,
+    ):
+        raw, cores_used = _profile_under_load(server, args)
     summary = summarize(raw)
     from turbotts.bench.loadtest_capacity import machine_info
 

@@ -122,10 +122,6 @@ class RealtimePolicy:
         per_frame = duration_s / num_frames
         self._vocoder_s_per_frame += alpha * (per_frame - self._vocoder_s_per_frame)
 
-    @property
-    def vocoder_s_per_frame(self) -> float:
-        return self._vocoder_s_per_frame
-
     def observe_finished_stream(self, num_steps: int, expected_steps: int) -> None:
         """A stream ended after ``num_steps`` decode steps (its length, for queue-wait estimates).
 
@@ -157,7 +153,8 @@ class RealtimePolicy:
 
     def step_cost(self, max_batch_size: int) -> StepCost:
         """The estimates for sizes 1..``max_batch_size`` as plain data (for the deadline policy)."""
-        sizes = {b: self.gpt_step_s(b) for b in range(1, max_batch_size + 1)}
+        means = self._fresh_means()
+        sizes = {b: _estimate(means, b) for b in range(1, max_batch_size + 1)}
         known = {b: s for b, s in sizes.items() if s is not None}
         return StepCost(known, self._vocoder_s_per_frame)
 
@@ -168,22 +165,7 @@ class RealtimePolicy:
 
     def gpt_step_s(self, batch_size: int) -> float | None:
         """Estimated seconds of one GPT step at ``batch_size``; None when nothing supports a guess."""
-        means = self._fresh_means()
-        if batch_size in means:
-            return means[batch_size]
-        sizes = sorted(means)
-        below = [b for b in sizes if b < batch_size]
-        above = [b for b in sizes if b > batch_size]
-        if below and above:
-            return _line(below[-1], means[below[-1]], above[0], means[above[0]], batch_size)
-        if above:  # smaller than anything measured: a smaller batch is not slower
-            return means[above[0]]
-        if len(below) >= 2:
-            b0, b1 = below[-2], below[-1]
-            return max(means[b1], _line(b0, means[b0], b1, means[b1], batch_size))
-        if below and batch_size == below[-1] + 1:  # one size measured: probe one more stream
-            return means[below[-1]]
-        return None
+        return _estimate(self._fresh_means(), batch_size)
 
     def _fresh_means(self) -> dict[int, float]:
         """The means of sizes measured in the last ``stale_after_steps`` steps (all of them if none is)."""
@@ -232,6 +214,25 @@ class RealtimePolicy:
         steps = self._stream_steps if self._stream_steps is not None else float(expected_steps)
         step_s = self.step_s(limit) or 1.0 / self.config.min_steps_per_s
         return num_to_end * steps * step_s / limit
+
+
+def _estimate(means: dict[int, float], batch_size: int) -> float | None:
+    """Seconds of a step at ``batch_size`` from the measured means (the rules in the module docstring)."""
+    if batch_size in means:
+        return means[batch_size]
+    sizes = sorted(means)
+    below = [b for b in sizes if b < batch_size]
+    above = [b for b in sizes if b > batch_size]
+    if below and above:
+        return _line(below[-1], means[below[-1]], above[0], means[above[0]], batch_size)
+    if above:  # smaller than anything measured: a smaller batch is not slower
+        return means[above[0]]
+    if len(below) >= 2:
+        b0, b1 = below[-2], below[-1]
+        return max(means[b1], _line(b0, means[b0], b1, means[b1], batch_size))
+    if below and batch_size == below[-1] + 1:  # one size measured: probe one more stream
+        return means[below[-1]]
+    return None
 
 
 def _line(x0: int, y0: float, x1: int, y1: float, x: int) -> float:
