@@ -81,3 +81,20 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def http(server_url: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server_url, timeout=120) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def exact_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server without the watermark, for tests that compare the audio of two requests sample for sample.
+
+    The mark's payload carries the minute it was made, so two requests either side of a minute
+    boundary differ in their last samples on a marked server (a real flake, seen in CI).
+    """
+    with running_server(tmp_path_factory.mktemp("exact"), watermark=False) as (url, _):
+        yield url
+
+
+@pytest.fixture()
+def exact_http(exact_server_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=exact_server_url, timeout=120) as client:
+        yield client

@@ -8,11 +8,18 @@ from typing import Any
 
 import httpx
 import numpy as np
+import pytest
 
 from tests.server.audio import decode
 
 SPEECH = "/v1/audio/speech"
 TEXT = "I have three cats. They sleep all day."
+
+
+@pytest.fixture()
+def http(exact_http: httpx.Client) -> httpx.Client:
+    """The watermark-free server: these tests compare two requests' audio sample for sample."""
+    return exact_http
 
 
 def body(**extra: Any) -> dict[str, Any]:

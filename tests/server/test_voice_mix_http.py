@@ -4,6 +4,7 @@ saved mixes, and the 400s (a reference-clip voice, a malformed mix)."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.server.clips import speech_24k, stereo_16k_wav
 from tests.server.guards_util import SPEECH
@@ -11,6 +12,12 @@ from turbotts.model.speaker import encode_voice, sample_random_voice
 from turbotts.model.voice_mix import mix_voices
 from turbotts.server.voices.store import BUILTIN_VOICE_SEEDS
 from turbotts.sources import ModelSource, speaker_stats_for
+
+
+@pytest.fixture()
+def http(exact_http: httpx.Client) -> httpx.Client:
+    """The watermark-free server: these tests compare two requests' audio sample for sample."""
+    return exact_http
 
 
 def _pcm(http: httpx.Client, voice: str) -> httpx.Response:
