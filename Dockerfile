@@ -50,8 +50,18 @@ RUN --mount=type=secret,id=pip_cert \
  && pip install --no-index --find-links /wheels "torch==${TORCH_VERSION}" \
  && python -c 'import torch; print(f"torch=={torch.__version__}")' > /wheels/constraints.txt
 
+# the kernels first, from their own sources: a change to the Python code reuses this layer instead of
+# compiling them again (minutes). setup.py reads pyproject.toml, whose readme must exist: an empty one here.
+WORKDIR /src
+COPY setup.py pyproject.toml ./
+COPY turbotts/cpu/variants.py turbotts/cpu/variants.py
+COPY turbotts/cpu/kernels turbotts/cpu/kernels
+COPY turbotts/bench/kernels turbotts/bench/kernels
+RUN touch README.md && python setup.py -q build_ext && rm README.md
+
 # the TurboTTS wheel, built against the torch above (no build isolation: setup.py imports torch, so
-# pyproject's build requirements, ninja included, are the ones installed above)
+# pyproject's build requirements, ninja included, are the ones installed above); its build_ext finds
+# the kernels above up to date in /src/build (the context leaves build/ out, so the copy keeps it)
 COPY . /src
 RUN pip wheel --no-deps --no-build-isolation --wheel-dir /wheels /src
 

@@ -5,7 +5,8 @@
 - ``subprocess``: starts a Python subprocess: its code, a fixture's, or a ``tests`` helper's it calls
   names ``sys.executable`` (a ``turbotts`` command, a server process, a nested pytest);
 - ``browser``: calls into ``tests/browser.py`` (Debian's Chromium), and so ``serial`` too;
-- ``ray``: lives in ``tests/ray/``;
+- ``ray``: lives in ``tests/ray/``; ``serial`` too where it uses the cluster (``ray_url``): the tests of Ray's
+  absence, its CLI's usage errors and its routing logic start no cluster and share the machine;
 - ``slow``: a subprocess, the browser or Ray: the tests ``--quick`` leaves out;
 - ``serial``: the browser, and :data:`MARKS_BY_PATH` (what no code shows: that a test measures the
   machine's pace, or loads all of it).
@@ -24,7 +25,7 @@ import pytest
 #: (throughput, capacity, stalls) or load the whole machine with (Ray), so must not share it with other
 #: tests; a subprocess started out of sight; a test slow in itself
 MARKS_BY_PATH: dict[str, tuple[str, ...]] = {
-    "tests/ray/": ("ray", "serial"),
+    "tests/ray/": ("ray",),
     # builds the container image (minutes of both cores) and runs it
     "tests/deploy/test_image.py": ("serial", "slow"),
     "tests/bench/test_loadtest_admission.py": ("serial",),
@@ -36,10 +37,10 @@ MARKS_BY_PATH: dict[str, tuple[str, ...]] = {
     "tests/model/test_kv_cache.py::test_a_cpu_cache_commits_memory_only_where_tokens_are_written": ("serial",),
     # the command under test starts the Python subprocesses itself (``python -m turbotts.quality.probe``)
     "tests/quality/test_commands.py::test_quant_sweep_writes_reports": ("subprocess",),
-    # LZMA-compresses 512 MiB in the test: 20-70 s, longer than the rest of its module together
-    "tests/model/test_speaker.py::test_decompression_bomb_is_refused_before_it_expands": ("slow",),
 }
 KERNEL_FIXTURES = ("int8_kernel", "avx2_kernel", "sampler_kernel", "read_probe")
+#: a running Ray cluster with two replicas: it loads the whole machine, so its tests run alone
+RAY_CLUSTER_FIXTURES = ("ray_url",)
 SLOW_MARKS = ("browser", "ray", "subprocess")
 BROWSER_MODULE = "tests.browser"
 
@@ -50,6 +51,8 @@ def mark(item: pytest.Item) -> None:
     fixturenames = getattr(item, "fixturenames", ())
     if any(fixture in fixturenames for fixture in KERNEL_FIXTURES):
         names.append("kernels")
+    if any(fixture in fixturenames for fixture in RAY_CLUSTER_FIXTURES):
+        names.append("serial")
     uses = _Uses()
     for function in [getattr(item, "function", None), *_fixture_functions(item)]:
         uses.visit(function)

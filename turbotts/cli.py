@@ -293,7 +293,7 @@ def _register_commands() -> None:
     from turbotts.bench.command import bench
     from turbotts.bench.fuzz_command import fuzz
     from turbotts.bench.loadtest_command import loadtest
-    from turbotts.bench.ort_vocoder import ort_vocoder
+    from turbotts.bench.ort_vocoder_command import ort_vocoder
     from turbotts.bench.step_profile_command import bench_steps
     from turbotts.quality.check import quality_app
     from turbotts.quality.sweep import quant_sweep

@@ -13,16 +13,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from turbotts.cpu.precision import resolve_precision
-from turbotts.cpu.quant import speedup_for
 from turbotts.errors import CheckpointError
-from turbotts.fidelity.gate import GatedPrecision, GateThresholds, gate_precision
-from turbotts.model import checkpoint as ckpt
-from turbotts.model.chattts import ChatTTSModel
-from turbotts.model.files import CheckpointFiles, DirectoryFiles, MemoryFiles
-from turbotts.model.loader import build_model, model_config_of, speaker_stats_of
-from turbotts.model.speaker import SpeakerStats
+
+if TYPE_CHECKING:  # the model's modules import torch: a command that only reads settings never needs them
+    from turbotts.fidelity.gate import GatedPrecision
+    from turbotts.fidelity.thresholds import GateThresholds
+    from turbotts.model.chattts import ChatTTSModel
+    from turbotts.model.files import CheckpointFiles, DirectoryFiles, MemoryFiles
+    from turbotts.model.speaker import SpeakerStats
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ class ModelSource:
 def _sealed_files(source: ModelSource) -> MemoryFiles:
     from turbotts.guard.keys import load_public_key, secret_key_from_env
     from turbotts.guard.sealed_dir import open_sealed_directory, sealed_fingerprint
+    from turbotts.model.files import MemoryFiles
 
     assert source.checkpoint is not None and source.sealed_key_env is not None and source.public_key is not None
     directory = Path(source.checkpoint)
@@ -69,6 +70,8 @@ def _sealed_files(source: ModelSource) -> MemoryFiles:
 
 def _directory_files(source: ModelSource, *, verify: bool) -> DirectoryFiles:
     from turbotts.guard.sealed_dir import is_sealed_directory
+    from turbotts.model import checkpoint as ckpt
+    from turbotts.model.files import DirectoryFiles
 
     assert source.checkpoint is not None
     if is_sealed_directory(Path(source.checkpoint)):
@@ -96,6 +99,8 @@ def open_files(source: ModelSource, *, verify: bool = True) -> CheckpointFiles:
             directory without its key (the message names the flags).
         DownloadError: no checkpoint given and the hub is unreachable.
     """
+    from turbotts.model.files import DirectoryFiles
+
     if source.is_dummy:
         from turbotts.model.dummy import DummyFiles
 
@@ -125,6 +130,12 @@ def load_model_gated(
     gate (:mod:`turbotts.fidelity.gate`) adopts those that match fp32 on these weights; on a GPU,
     ``auto`` is bf16 (fp16 without it). The choice and its reasons are logged.
     """
+    from turbotts.cpu.precision import resolve_precision
+    from turbotts.cpu.quant import speedup_for
+    from turbotts.fidelity.gate import GatedPrecision, gate_precision
+    from turbotts.fidelity.thresholds import GateThresholds
+    from turbotts.model.loader import build_model
+
     files = open_files(source)
     if "auto" not in (dtype, quant, vocoder_dtype) or not device.startswith("cpu"):
         precision = resolve_precision(dtype, quant, vocoder_dtype, device)
@@ -141,6 +152,9 @@ def load_model_gated(
 
 def speaker_stats_for(source: ModelSource) -> SpeakerStats:
     """The speaker statistics of a source without loading its weights (no download for the official ones)."""
+    from turbotts.model.loader import model_config_of, speaker_stats_of
+    from turbotts.model.speaker import SpeakerStats
+
     if source.checkpoint is None and not source.is_dummy:
         return SpeakerStats.official()
     return speaker_stats_of(model_config_of(open_files(source, verify=False)))

@@ -19,7 +19,7 @@ from turbotts.cpu import quant
 from turbotts.cpu.info import cpu_info
 from turbotts.cpu.quant import is_quantized
 from turbotts.fidelity import gate
-from turbotts.fidelity.gate import GateThresholds
+from turbotts.fidelity.thresholds import GateThresholds
 from turbotts.model.chattts import ChatTTSModules
 from turbotts.sources import ModelSource, load_model_gated
 

@@ -1,7 +1,9 @@
 """A local Ray cluster (started in-process) with TurboTTS deployed on 2 tiny-model replicas.
 
-Module-scoped: starting Ray and two models costs tens of seconds on 2 cores, so
-each test module shares one deployment. Settings these machines need: no usage
+Package-scoped: starting Ray and two models costs some 20 s on 2 cores, so the
+modules here share one cluster and deployment, and it stops after the last of them.
+test_ray_serve.py, which redeploys and finally deletes the application, runs after
+the modules that only read from it (files run in name order). Settings these machines need: no usage
 stats, no dashboard, no auth, Ray's temporary files under the work directory
 (or a short directory where the checkout's path is too long for Ray's sockets).
 The Serve proxy listens on 127.0.0.1 only. Ray's own processes (GCS, raylet,
@@ -109,7 +111,7 @@ def deployment_options(application: Any) -> dict[str, dict[str, Any]]:
     return {d.name: deployment_to_schema(d).model_dump(exclude_unset=True) for d in built.deployments}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if REDIS_BINARY is None:
         if is_required("REDIS"):
@@ -159,7 +161,7 @@ def ray_tmpdir() -> Iterator[Path]:
         shutil.rmtree(short, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def ray_url(redis_url: str, ray_tmpdir: Path) -> Iterator[str]:
     """Ray started here, TurboTTS deployed on 2 replicas; the proxy's URL."""
     for name, value in {**RAY_ENV, "RAY_TMPDIR": str(ray_tmpdir)}.items():

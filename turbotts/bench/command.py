@@ -13,11 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
-from turbotts.bench.engine_bench import BenchPlan, build_report, run_precisions
 from turbotts.bench.report import write_json, write_plot
-from turbotts.bench.roofline import measure_bandwidth_bytes_per_s
-from turbotts.bench.runner import MODES
-from turbotts.bench.workload import make_workload, parse_output_len
+from turbotts.bench.workload import MODES, make_workload, parse_output_len
 from turbotts.cli_options import (
     CheckpointOpt,
     DeviceOpt,
@@ -29,7 +26,6 @@ from turbotts.cli_options import (
     model_source,
 )
 from turbotts.config import DECODE_MODES, KV_DTYPES, EngineConfig, StreamingConfig
-from turbotts.cpu.precision import resolve_precision
 from turbotts.optional import require
 
 
@@ -118,6 +114,10 @@ def bench(
     if vocoder_dtype not in ("auto", "fp32", "bf16"):
         raise typer.BadParameter("--vocoder-dtype must be auto, fp32 or bf16")
     quants = list(dict.fromkeys(_list(quant, str, "--quant")))
+    from turbotts.bench.engine_bench import BenchPlan, build_report, run_precisions  # torch from here on
+    from turbotts.bench.roofline import measure_bandwidth_bytes_per_s
+    from turbotts.cpu.precision import resolve_precision
+
     for quant_mode in quants:  # a bad mode fails here, before any weights load
         resolve_precision(dtype, quant_mode, vocoder_dtype, device)
     source = model_source(checkpoint, load_format, dummy_size, key_env, public_key)

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from functools import partial
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -214,14 +214,7 @@ def write_plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     save_figure(fig, path, title)
 
 
-def ort_vocoder(
-    out: Annotated[Path, typer.Option("--out", help="Folder for vocoder.onnx, ort_vocoder.json and .png.")],
-    dummy_size: Annotated[str, typer.Option("--dummy-size", help="tiny or full (random weights).")] = "full",
-    batches: Annotated[str, typer.Option("--batches", help="Batch sizes (comma list).")] = "1,16",
-    frames: Annotated[str, typer.Option("--frames", help="Code frames (comma list); default: streaming's.")] = "",
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    threads: Annotated[int, typer.Option("--threads", help="Threads of both sides (default: torch's).")] = 0,
-) -> None:
+def run(out: Path, dummy_size: str, batches: str, frames: str, seed: int, threads: int) -> None:
     """Export Decoder + Vocos to ONNX and time onnxruntime against torch on the same inputs (JSON + PNG)."""
     require("onnx", "onnxruntime", "onnxscript", "matplotlib", purpose="turbotts ort-vocoder")
     torch.set_num_threads(threads or torch.get_num_threads())  # ort_session takes torch's count
@@ -246,7 +239,3 @@ def ort_vocoder(
         typer.echo("{side:>17} B={batch:<3} T={frames:<4} best {best_ms:8.1f} ms, median {median_ms:8.1f} ms, "
                    "{audio_s_per_s:6.1f} audio-s/s, err {max_abs_error:.1e}".format(**r))  # fmt: skip
     typer.echo(json.dumps(report["decision"]))
-
-
-if __name__ == "__main__":
-    typer.run(ort_vocoder)

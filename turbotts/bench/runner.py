@@ -20,13 +20,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from turbotts.bench.workload import BenchRequest
+from turbotts.bench.workload import MODES, BenchRequest
 from turbotts.config import EngineConfig
 from turbotts.engine.core import EngineCore
 from turbotts.model.chattts import ChatTTSModel
 from turbotts.params import SamplingParams, SynthesisParams
-
-MODES = ("sequential", "static", "continuous")
 
 
 @dataclass

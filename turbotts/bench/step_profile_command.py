@@ -16,10 +16,7 @@ import typer
 
 from turbotts.bench.figures import new_figure, save_figure
 from turbotts.bench.report import write_json
-from turbotts.bench.roofline import decode_weight_bytes, measure_bandwidth_bytes_per_s, measure_read_bytes_per_s
-from turbotts.bench.step_profile import FRAMES_PER_S_PER_STREAM, StepProfilePlan, batch_row, run_profile
 from turbotts.cli_options import CheckpointOpt, DeviceOpt, DtypeOpt, DummySizeOpt, LoadFormatOpt, fail, model_source
-from turbotts.cpu.extensions import load_kernels
 from turbotts.cpu.info import cpu_info
 from turbotts.optional import require
 
@@ -75,6 +72,9 @@ def bench_steps(
     """Time pure decode steps by batch size (int8 path) and the vocoder's cost per frame, against the roofline."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from turbotts.bench.roofline import decode_weight_bytes, measure_bandwidth_bytes_per_s, measure_read_bytes_per_s
+    from turbotts.bench.step_profile import FRAMES_PER_S_PER_STREAM, StepProfilePlan, batch_row, run_profile
+    from turbotts.cpu.extensions import load_kernels
     from turbotts.cpu.precision import resolve_precision
     from turbotts.sources import load_model_gated
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+#: how the bench feeds the engine: one request at a time, static batches, or continuous batching
+MODES = ("sequential", "static", "continuous")
+
 SENTENCES = (
     "Hello, and welcome to the TurboTTS benchmark.",
     "今天天气很好，我们一起去公园散步吧。",

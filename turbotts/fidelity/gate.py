@@ -26,6 +26,7 @@ from turbotts.cpu.quant import quantize_gpt
 from turbotts.fidelity.agreement import code_agreement
 from turbotts.fidelity.forward import greedy_codes, prompt_ids, teacher_forced
 from turbotts.fidelity.mcd import mcd_db
+from turbotts.fidelity.thresholds import GateThresholds
 from turbotts.model.chattts import ChatTTSModel, ChatTTSModules
 
 logger = logging.getLogger(__name__)
@@ -33,16 +34,6 @@ logger = logging.getLogger(__name__)
 #: fixed, short, two languages: what the gate speaks (kept small: the gate runs at every start)
 GATE_TEXTS = ("Hello, this is a short test of the speech model.", "今天天气很好，我们去公园散步吧。")
 GATE_FRAMES = 24
-
-
-@dataclass(frozen=True)
-class GateThresholds:
-    """What a faster mode must reach against fp32 (see docs/cpu-performance.md for the reasoning)."""
-
-    #: share of teacher-forced (position, codebook) argmax codes equal to fp32's
-    min_code_agreement: float = 0.90
-    #: mel-cepstral distortion (dB) of its audio against fp32's, decoded from the same codes
-    max_mcd_db: float = 4.0
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,6 @@
 * :mod:`turbotts.quality.probe` one precision mode measured in its own process;
 * :mod:`turbotts.quality.sweep` ``turbotts quant-sweep``;
 * :mod:`turbotts.quality.check` ``turbotts quality check`` against a stored baseline.
+
+Nothing is imported here: the commands' modules load torch only when they run.
 """
-
-from __future__ import annotations
-
-from turbotts.fidelity.agreement import code_agreement, mean_kl
-from turbotts.fidelity.mcd import mcd_db, mel_cepstrum
-
-__all__ = ["code_agreement", "mcd_db", "mean_kl", "mel_cepstrum"]

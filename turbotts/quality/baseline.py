@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from turbotts.errors import InvalidInputError
-from turbotts.fidelity.mcd import mcd_from_cepstra, mel_cepstrum
 from turbotts.params import SamplingParams, SynthesisParams
 
 SENTENCES = (
@@ -53,6 +52,8 @@ class Baseline:
 
     def mcd_db(self, audio: list[np.ndarray], sample_rate_hz: int) -> list[float]:
         """MCD (dB) of each sentence's new waveform against its stored cepstrum."""
+        from turbotts.fidelity.mcd import mcd_from_cepstra, mel_cepstrum
+
         return [
             mcd_from_cepstra(ref, mel_cepstrum(wav, sample_rate_hz))
             for ref, wav in zip(self.cepstra, audio, strict=True)

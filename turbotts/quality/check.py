@@ -33,7 +33,6 @@ from turbotts.cli_options import (
     model_source,
 )
 from turbotts.errors import InvalidInputError
-from turbotts.fidelity.mcd import mcd_from_cepstra, mel_cepstrum
 from turbotts.quality.baseline import (
     SAMPLING_SEED,
     SENTENCES,
@@ -84,6 +83,7 @@ def quality_check(
     threshold_db: Annotated[float, typer.Option("--threshold-db", help="Largest mean MCD that passes.")] = 0.2,
 ) -> None:
     """Synthesize fixed sentences and fail (exit 1) if their mean MCD to the baseline exceeds the threshold."""
+    from turbotts.fidelity.mcd import mcd_from_cepstra, mel_cepstrum
     from turbotts.sources import load_model
 
     stored = None if write else read_baseline(baseline)  # fail on a bad baseline before loading weights

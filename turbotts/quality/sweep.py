@@ -13,17 +13,16 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import torch
 import typer
 
 from turbotts.bench.figures import new_figure, save_figure
 from turbotts.cli_options import CheckpointOpt, DummySizeOpt, KeyEnvOpt, LoadFormatOpt, PublicKeyOpt, model_source
-from turbotts.fidelity.agreement import code_agreement, mean_kl
-from turbotts.fidelity.mcd import mcd_db
 from turbotts.optional import require
-from turbotts.quality.probe import ProbeSpec
+
+if TYPE_CHECKING:  # torch and the model come with the probe: loaded when the sweep runs, not with the CLI
+    from turbotts.quality.probe import ProbeSpec
 
 # mode name -> (GPT dtype, quant)
 MODES: dict[str, tuple[str, str]] = {
@@ -61,6 +60,8 @@ def parse_modes(spec: str) -> list[str]:
 
 def run_probe_process(spec: ProbeSpec, workdir: Path, name: str) -> dict[str, Any]:
     """Run one probe in a fresh interpreter and load its results."""
+    import torch
+
     spec_path, out_path = workdir / f"{name}.json", workdir / f"{name}.pt"
     spec_path.write_text(json.dumps(spec.__dict__))
     done = subprocess.run(
@@ -77,6 +78,11 @@ def run_probe_process(spec: ProbeSpec, workdir: Path, name: str) -> dict[str, An
 
 def compare(reference: dict[str, Any], probe: dict[str, Any]) -> dict[str, Any]:
     """The mode's figures against the reference run on the same inputs."""
+    import torch
+
+    from turbotts.fidelity.agreement import code_agreement, mean_kl
+    from turbotts.fidelity.mcd import mcd_db
+
     rate = reference["sample_rate_hz"]
     ref_logits = torch.cat([t["logits"] for t in reference["texts"]])  # (sum T, num_vq, V)
     logits = torch.cat([t["logits"] for t in probe["texts"]])
@@ -133,6 +139,8 @@ def quant_sweep(
 ) -> None:
     """Measure each precision mode against fp32: code agreement, KL, MCD, weight bytes, RSS, step time."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from turbotts.quality.probe import ProbeSpec
 
     if plot_path is not None:
         require("matplotlib", purpose="--plot")

@@ -31,7 +31,7 @@ from pydantic_settings import (
 from turbotts.audio import ReferenceLimits
 from turbotts.config import EngineConfig
 from turbotts.errors import InvalidInputError
-from turbotts.fidelity.gate import GateThresholds
+from turbotts.fidelity.thresholds import GateThresholds
 from turbotts.guard.keys import parse_secret_key
 from turbotts.server.settings_guard_fields import GuardAndScaleFields
 from turbotts.sources import ModelSource

@@ -16,12 +16,12 @@ import re
 import warnings
 from collections.abc import Callable
 from functools import cache
-from typing import Literal
+from typing import Any, Literal
 
 import cn2an
-import inflect
 
 from turbotts.redaction import describe_text
+from turbotts.text.inflect_engine import number_to_words_engine
 
 logger = logging.getLogger(__name__)
 
@@ -147,8 +147,8 @@ def _zh_spelled(text: str) -> str:
 
 
 @cache
-def _inflect() -> inflect.engine:
-    return inflect.engine()
+def _inflect() -> Any:
+    return number_to_words_engine()
 
 
 def _en_int(digits: str) -> str:
