@@ -75,10 +75,10 @@ def test_a_stalled_client_holds_at_most_two_segments(tmp_path: Path) -> None:
     process, url = start_serve(tmp_path, "--load-format", "dummy", "--cache-max-bytes", "0", env=env)
     try:
         text = _distinct_sentences(NUM_SENTENCES)  # no two alike: nothing is shared or cached
-        # warm up with the same stall, then hang up (the server aborts the rest): allocators reach the
-        # steady state of what is measured next without synthesizing the whole text twice
+        # warm up on a request of the same shape, read to the end: allocators reach their steady state
         warm = _open_stalled_stream(url, _distinct_sentences(NUM_SENTENCES, offset=7))
-        _wait_until_engine_idle(url)
+        while warm.recv(65536):
+            pass
         warm.close()
         _wait_until_engine_idle(url)
         rss_before = _rss_bytes(process.pid)
