@@ -47,10 +47,14 @@ cleanup() {
 trap cleanup EXIT
 
 build_args=(--build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "VARIANT=$VARIANT")
-# a fixed port where it is free: the URLs are build args, and a new one would rebuild every pip layer
-port=$(python3 - "${PIP_SERVE_PORT:-38765}" <<'EOF'
+# a fixed port where it is free: the URLs are build args, and a new one would rebuild every pip layer (and
+# the kernels after them). Below Linux's ephemeral range (32768-60999), so no client connection takes it as
+# its source port, and probed with SO_REUSEADDR, as http.server binds it: a closed connection's TIME_WAIT
+# on it does not count as taken (a test run's thousands of loopback connections made both likely)
+port=$(python3 - "${PIP_SERVE_PORT:-28765}" <<'EOF'
 import socket, sys
 s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 try:
     s.bind(("127.0.0.1", int(sys.argv[1])))
 except OSError:

@@ -35,6 +35,8 @@ MARKS_BY_PATH: dict[str, tuple[str, ...]] = {
     "tests/server/test_overload_http.py": ("serial",),
     # its own process's RSS: in an xdist worker, what earlier tests left running there grew it by 250 MiB once
     "tests/model/test_kv_cache.py::test_a_cpu_cache_commits_memory_only_where_tokens_are_written": ("serial",),
+    # writes and loads 1 GB of full-size random weights in the test (10-14 s): the full suite's, not the inner loop's
+    "tests/test_cli.py::test_say_on_full_size_dummy_weights": ("slow",),
     # the command under test starts the Python subprocesses itself (``python -m turbotts.quality.probe``)
     "tests/quality/test_commands.py::test_quant_sweep_writes_reports": ("subprocess",),
 }
