@@ -1,7 +1,8 @@
 """Markdown tables of a capacity comparison (``scripts/capacity_bench.py``'s ``capacity.json``), for the docs.
 
-The docs hook calls :func:`capacity_markdown` at build time (marker ``<!-- generated: capacity -->``),
-so the page shows what the JSON holds and cannot drift from it.
+The docs hook calls :func:`capacity_markdown` at build time (marker ``<!-- generated: capacity -->``)
+and :func:`engine_listeners_markdown` (``<!-- generated: engine-listeners -->``, from
+``scripts/engine_listeners.py``'s JSON), so the page shows what the JSON holds and cannot drift from it.
 """
 
 from __future__ import annotations
@@ -47,3 +48,29 @@ def capacity_markdown(path: Path) -> str:
                 f"| {'yes' if level['passed'] else 'no: ' + ', '.join(level['failed_on'])} |"
             )
     return "\n".join(lines)
+
+
+def engine_listeners_markdown(directory: Path) -> str:
+    """One row per listener count and scheduling mode, from every ``engine_listeners_*.json`` in ``directory``."""
+    lines = [
+        "| listeners | scheduling | streams | continuity | stall total s | audio s/s | GPT share | vocoder share "
+        "| frames decoded per frame sent | steps/s |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    machine = ""
+    reports = [json.loads(path.read_text()) for path in sorted(directory.glob("engine_listeners_*.json"))]
+    for report in sorted(reports, key=lambda r: r["listeners"]):
+        cpu = report["machine"]["cpu"]
+        machine = f"{cpu['model']}, cpu family {cpu['family']} model {cpu['model_number']} ({', '.join(cpu['flags'])})"
+        for run in report["runs"]:
+            lines.append(
+                f"| {report['listeners']} | {run['scheduling']} | {run['num_streams']} | {run['continuity_rate']:.2f} "
+                f"| {run['stall_s_total']:.2f} | {run['audio_s_per_s']:.2f} | {run['gpt_share']:.2f} "
+                f"| {run['vocoder_share']:.2f} | {run['decoded_per_sent_frame']:.2f} | {run['steps_per_s']:.1f} |"
+            )
+    if not reports:
+        return "(no engine_listeners_*.json measured yet)"
+    return (
+        f"Machine: {machine}; {reports[0]['duration_s']:g} s per run, {reports[0]['buffer_s']:g} s player buffer.\n\n"
+        + "\n".join(lines)
+    )

@@ -33,6 +33,8 @@ MARKS_BY_PATH: dict[str, tuple[str, ...]] = {
     # its live test compares a second listener's TTFA with a latency measured in the test: the machine's pace
     "tests/bench/test_loadtest_capacity.py": ("serial",),
     "tests/server/test_overload_http.py": ("serial",),
+    # calibrates its chunk plan to the tiny model's pace on this machine, then streams on the wall clock
+    "tests/engine/test_deadline_wall_clock.py": ("serial",),
     # its own process's RSS: in an xdist worker, what earlier tests left running there grew it by 250 MiB once
     "tests/model/test_kv_cache.py::test_a_cpu_cache_commits_memory_only_where_tokens_are_written": ("serial",),
     # writes and loads 1 GB of full-size random weights in the test (10-14 s): the full suite's, not the inner loop's

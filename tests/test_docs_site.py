@@ -120,6 +120,20 @@ def test_the_capacity_page_shows_each_configurations_count_from_its_json(site: P
             assert f"{level['throughput_audio_s_per_s']:.2f}" in text
 
 
+def test_the_capacity_page_shows_the_engine_alone_from_its_json(site: Path) -> None:
+    text = _page_text(site, "benchmarks/capacity")
+    reports = sorted((DOCS / "benchmarks" / "capacity").glob("engine_listeners_*.json"))
+    assert reports
+    for path in reports:
+        report = json.loads(path.read_text())
+        for run in report["runs"]:
+            row = (
+                f"{report['listeners']} | {run['scheduling']} | {run['num_streams']} | {run['continuity_rate']:.2f} "
+                f"| {run['stall_s_total']:.2f} | {run['audio_s_per_s']:.2f}"
+            )
+            assert row in text or re.search(r"\s+".join(map(re.escape, row.replace("|", " ").split())), text), row
+
+
 def _benchmark_tables() -> ModuleType:
     spec = importlib.util.spec_from_file_location("benchmark_tables", ROOT / "scripts" / "benchmark_tables.py")
     assert spec is not None and spec.loader is not None

@@ -9,7 +9,9 @@ A page asks for generated Markdown with a marker line, replaced before the page 
 - ``<!-- generated: benchmarks -->``: one section of tables per machine kind, from the JSON files
   in ``docs/benchmarks/`` (``scripts/benchmark_tables.py``);
 - ``<!-- generated: capacity -->``: the gap-free listener counts and every level, from
-  ``docs/benchmarks/capacity/capacity.json`` (``scripts/capacity_tables.py``).
+  ``docs/benchmarks/capacity/capacity.json`` (``scripts/capacity_tables.py``);
+- ``<!-- generated: engine-listeners -->``: continuity and the engine's time by scheduling, from
+  ``docs/benchmarks/capacity/engine_listeners_*.json`` (``scripts/capacity_tables.py``).
 
 An unknown marker fails the build. ``mkdocs.yml`` names this file under ``hooks:`` and keeps it out
 of the site (``exclude_docs``).
@@ -45,7 +47,9 @@ def on_page_markdown(markdown: str, *, page: Any, config: Any, files: Any) -> st
             return benchmarks_markdown(config, page.file.src_uri)
         if name == "capacity":
             return capacity_markdown(config)
-        known = "cli, settings, benchmarks or capacity"
+        if name == "engine-listeners":
+            return engine_listeners_markdown(config)
+        known = "cli, settings, benchmarks, capacity or engine-listeners"
         raise PluginError(f"{page.file.src_uri}: unknown marker <!-- generated: {name} -->; use {known}")
 
     return MARKER.sub(generate, markdown)
@@ -127,6 +131,11 @@ def benchmarks_markdown(config: Any, src_uri: str) -> str:
 def capacity_markdown(config: Any) -> str:
     tables = _load_script(Path(config.config_file_path).parent / "scripts" / "capacity_tables.py")
     return tables.capacity_markdown(Path(config.docs_dir) / BENCHMARKS_DIR / "capacity" / "capacity.json")
+
+
+def engine_listeners_markdown(config: Any) -> str:
+    tables = _load_script(Path(config.config_file_path).parent / "scripts" / "capacity_tables.py")
+    return tables.engine_listeners_markdown(Path(config.docs_dir) / BENCHMARKS_DIR / "capacity")
 
 
 def _load_script(path: Path) -> ModuleType:

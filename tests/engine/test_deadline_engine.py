@@ -97,3 +97,38 @@ def test_a_stream_carries_its_listeners_buffer_and_batch_work_none() -> None:
         core.step()
     assert default.sequence.playback.first_audio_s is not None
     assert default.sequence.playback.emitted_audio_s > 0
+
+
+def _listen_alone(scheduling: str, speed: float, num_frames: int) -> tuple[Playback, list[int]]:
+    """One stream on a machine that makes its frames at ``speed`` x real time: how its listener
+    hears it, and the size in frames of each chunk it got."""
+    clock = VirtualClock()
+    config = EngineConfig(admission="off", scheduling=scheduling, playback_buffer_s=BUFFER_S, max_seq_len=1024)
+    core = EngineCore(model(), config, clock=clock)
+    arrivals: list[AudioArrival] = []
+    chunk_frames: list[int] = []
+    audio_s = 0.0
+    core.add_request("alone", "hello world, this is a test.", _params(num_frames, 3), stream=True)
+    while core.has_work():
+        outputs = core.step()
+        clock.now_s += FRAME_S / speed
+        for output in outputs:
+            if output.audio.size:
+                audio_s += output.audio.size / 24000
+                chunk_frames.append(round(output.audio.size / 512))
+                arrivals.append(AudioArrival(clock.now_s, audio_s))
+    return simulate_playback(arrivals, prebuffer_s=BUFFER_S), chunk_frames
+
+
+def test_a_chunk_that_would_land_after_the_player_runs_dry_leaves_early() -> None:
+    """At 1.1x real time a planned 96-frame chunk takes 1.86 s to make, longer than the 1.6 s the
+    player holds when it starts: the planned chunks stall, a smaller chunk sent in time does not."""
+    fifo, fifo_chunks = _listen_alone("fifo", speed=1.1, num_frames=400)
+    assert not fifo.is_continuous, fifo
+    assert 96 in fifo_chunks  # the planned sizes: 4, 24, 48, 96, ...
+    deadline, chunks = _listen_alone("deadline", speed=1.1, num_frames=400)
+    assert deadline.is_continuous, (deadline, chunks)
+    assert any(12 <= frames < 96 for frames in chunks[3:-1]), chunks  # a late chunk: smaller, on time
+    assert sum(chunks) == sum(fifo_chunks)  # the same audio, cut differently
+    fast, fast_chunks = _listen_alone("deadline", speed=3.0, num_frames=400)
+    assert fast.is_continuous and 96 in fast_chunks  # far ahead of its listener: the planned, larger chunks

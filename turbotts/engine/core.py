@@ -14,7 +14,7 @@ import numpy as np
 from turbotts.config import EngineConfig
 from turbotts.cpu.precision import resolve_precision
 from turbotts.engine.batch import RunnerOutput
-from turbotts.engine.deadline import PlaybackClock
+from turbotts.engine.deadline import PlaybackClock, is_chunk_late
 from turbotts.engine.decode_path import kv_cache_dtype, resolve_decode_mode
 from turbotts.engine.kv import KVLayout, plan_kv_layout
 from turbotts.engine.model_runner import ModelRunner
@@ -253,7 +253,7 @@ class EngineCore:
         """Decode the chunks that are due; returns the outputs and the vocoder's seconds."""
         windows: list[DecodeWindow] = []
         for request in self._requests.values():
-            window = request.audio.next_window()
+            window = request.audio.next_window(is_late=self._is_chunk_late(request))
             if window is not None:
                 windows.append(window)
         vocoder_start = self._clock()
@@ -280,13 +280,25 @@ class EngineCore:
             self._update_playback(request)
         return outputs, vocoder_s
 
+    def _is_chunk_late(self, request: EngineRequest) -> bool:
+        """Its listener's player is about to run dry (see :func:`is_chunk_late`); deadline scheduling only
+        (``fifo`` keeps the planned chunks, as before deadlines existed)."""
+        clock = request.sequence.playback
+        if clock is None or self.config.scheduling != "deadline":
+            return False
+        return is_chunk_late(clock, self._clock(), self.config.streaming.late_chunk_margin_s)
+
     def _update_playback(self, request: EngineRequest) -> None:
         """What the scheduler's deadline policy reads of this stream's listener."""
         clock = request.sequence.playback
         if clock is None:
             return
         emitted_s = request.audio.num_emitted_samples / self.model.sample_rate_hz
-        clock.observe(self._clock(), request.first_audio_s, emitted_s, request.audio.num_frames_to_next_chunk)
+        audio = request.audio
+        # a playing listener's chunk leaves early when it must (_is_chunk_late): it waits on fewer frames
+        may_leave_late = clock.playing_since_s is not None and self.config.scheduling == "deadline"
+        frames = audio.num_frames_to_late_chunk if may_leave_late else audio.num_frames_to_next_chunk
+        clock.observe(self._clock(), request.first_audio_s, emitted_s, frames)
 
     def _output(self, request: EngineRequest, chunk: np.ndarray) -> RequestOutput:
         is_finished = request.audio.is_complete

@@ -2,17 +2,17 @@
 
 Why: every running row costs the same step whatever its listener has buffered. A stream
 with seconds of audio queued ahead of its player needs no frame now; one about to run dry
-needs one every 21.3 ms. Past the real-time batch (the largest batch whose step keeps every
-row at real time), running everyone makes everyone fall behind at once, so one stream too
-many stalls them all. Ordering rows by *slack* (earliest deadline first) and running only as
-many as keep real time lets the rows far ahead sit out while the rows near their deadline,
-and new arrivals' first chunks, run in a smaller, faster batch. A row whose slack is below
-``min_slack_s`` always runs: it may not sit out.
+needs one every 21.3 ms. Ordering rows by *slack* (earliest deadline first) lets the rows far
+ahead sit out, where a smaller batch makes more frames per second, while the rows near their
+deadline and new arrivals' first chunks run in a smaller, faster batch. A row whose slack is
+below ``min_slack_s`` always runs: it may not sit out. And the frames that exist reach a listener
+about to run dry at once (a late chunk) instead of when the planned chunk is complete.
 
 Everything here is a pure function of plain data, so the policy is unit-tested on its own:
 
 * :func:`slack_s`: seconds a row can wait before its listener runs dry (a newcomer's first
   chunk is due at once), minus the time to make the frames its next chunk still needs;
+* :func:`is_chunk_late`: whether a playing listener is about to run dry, so what is made leaves now;
 * :func:`choose_rows`: the rows to run, given rows with slack and the step cost by batch size;
 * :func:`streams_kept`: how many streams the box keeps at real time when it may rotate rows
   this way, which real-time admission uses, so "capacity" means one thing in both places.
@@ -74,6 +74,21 @@ def slack_s(clock: PlaybackClock, now_s: float, step_s: float) -> float:
     return clock.deadline_s() - now_s - clock.num_frames_to_next_chunk * step_s
 
 
+def is_chunk_late(clock: PlaybackClock, now_s: float, margin_s: float) -> bool:
+    """Is this listener's player within ``margin_s`` of running dry? Then what is made leaves now.
+
+    Why: chunks grow (24, 48, 96 frames) to cut the vocoder's re-decoded context, which pays while
+    the stream runs well ahead of real time. Near real time a 96-frame chunk takes longer to make
+    than a 1 s player buffer lasts, and the listener hears a gap the engine had the frames to
+    prevent. Leaving at the last moment, rather than as soon as the planned chunk looks late, keeps
+    the chunk as large as the listener's buffer allows: the vocoder re-decodes no more than it must.
+    Only a playing listener can run dry; before that the planned (small) chunks start its player.
+    """
+    if clock.playing_since_s is None:
+        return False
+    return clock.deadline_s() - now_s < margin_s
+
+
 @dataclass(frozen=True)
 class RowSlack:
     """One running row: its id and its slack in seconds (None: nobody listens, batch work).
@@ -107,7 +122,8 @@ class StepCost:
 class DeadlineConfig:
     """Args:
     step_budget_s: the real-time step: one frame per row per this many seconds keeps every row
-        at real time with the admission margin (1 / min steps per second).
+        at real time with the admission margin (1 / min steps per second); batch work fills a
+        step up to it.
     min_slack_s: a row with less slack always runs.
     rescue_slack_s: rows sit out only while some stream has less slack than this; otherwise every
         row runs (the most frames per second: every listener gains slack for the next rush).
@@ -125,26 +141,32 @@ class DeadlineConfig:
 def choose_rows(rows: Sequence[RowSlack], cost: StepCost, config: DeadlineConfig) -> list[int]:
     """The ids of the rows to decode this step, most urgent first.
 
-    Streams (rows with a slack) go earliest deadline first. If they all fit a real-time step, or
-    no playing stream is short of slack (under ``rescue_slack_s``), all run: a larger batch makes more frames per
-    second, and sitting out would only spend slack a later rush needs. Otherwise the step runs the
-    ``k`` most urgent, ``k`` being the real-time batch size with the most frames per second, plus
-    every stream under ``min_slack_s``; the others sit out. Batch
+    Streams (rows with a slack) go earliest deadline first. If no playing stream is short of slack
+    (under ``rescue_slack_s``), all run: a larger batch makes at least as many frames per second on
+    the CPUs measured, and sitting out would only spend slack a later rush needs. Otherwise the step
+    runs the ``k`` most urgent, ``k`` being the batch size with the most frames per second (all of
+    them where the step grows slower than the batch, as on a CPU; fewer past a kernel cliff or where
+    the step grows with every row), plus every stream under ``min_slack_s``; the others sit out. Batch
     work (no slack) fills what is left: it joins while the step stays within the real-time budget
     (or within the cost of the streams' own batch, when that is over the budget already). With no
     stream, or no step cost known yet for the sizes in question, every row runs.
+
+    Why the most frames per second and not the largest batch within the real-time budget: a batch
+    just over the budget still makes more frames than a smaller one, and a listener's buffer takes
+    them all; measured on a 2-core CPU, capping the batch at the budget cost a fifth of the frames
+    and made more gaps than it prevented.
     """
     streams = sorted((r for r in rows if r.slack_s is not None), key=lambda r: (r.slack_s, r.seq_id))
     batch_work = [r for r in rows if r.slack_s is None]
     if not streams:
         return [r.seq_id for r in batch_work]
-    num_fast = _best_realtime_size(len(streams), cost, config.step_budget_s)
+    num_fast = _most_frames_size(len(streams), cost)
     is_rescue = any(
         r.slack_s is not None and r.slack_s < config.rescue_slack_s and not r.is_first_chunk for r in streams
     )
-    if num_fast is None:  # nothing keeps real time, or nothing measured: the most frames per second
+    if num_fast is None:  # nothing measured: the most frames per second (and a measurement of that size)
         return [r.seq_id for r in (*streams, *batch_work)]
-    if not is_rescue:  # nobody short of slack: every stream (the most frames per second)
+    if not is_rescue:  # nobody short of slack: every stream
         num_fast = len(streams)
     num_urgent = sum(1 for r in streams if r.slack_s is not None and r.slack_s < config.min_slack_s)
     chosen = streams[: max(num_fast, num_urgent)]
@@ -158,22 +180,17 @@ def choose_rows(rows: Sequence[RowSlack], cost: StepCost, config: DeadlineConfig
     return [r.seq_id for r in chosen]
 
 
-def _best_realtime_size(num_streams: int, cost: StepCost, step_budget_s: float) -> int | None:
-    """The batch size (at most ``num_streams``) within the budget with the most frames per second.
+def _most_frames_size(num_streams: int, cost: StepCost) -> int | None:
+    """The batch size (at most ``num_streams``) with the most frames per second.
 
-    Every stream when they all fit one real-time step. None when no size fits, or when a size
-    needed to decide is unknown (the caller then runs every row, which also measures that size).
+    None when the cost of every stream's batch is unknown (the caller then runs every row, which
+    measures it); sizes past the first unknown one are not guessed at.
     """
-    full = cost.step_s(num_streams)
-    if full is not None and full <= step_budget_s:
-        return num_streams
     best: tuple[float, int] | None = None
     for size in range(1, num_streams + 1):
         step = cost.step_s(size)
         if step is None:
             break
-        if step > step_budget_s:
-            continue
         throughput = size / step
         if best is None or throughput >= best[0]:
             best = (throughput, size)

@@ -96,7 +96,8 @@ class RealtimePolicy:
         self._num_steps = 0
         self._stream_steps: float | None = None  # EWMA of steps a finished stream ran
         self._num_streams = 0
-        self._vocoder_s_per_frame = 0.0
+        self._vocoder_s = 0.0  # EWMA of a vocoder call's seconds ...
+        self._vocoder_frames = 0.0  # ... and of the frames it made: their ratio weighs calls by frames
         self._num_vocoder_samples = 0
 
     # -- measurements -----------------------------------------------------------------
@@ -114,13 +115,22 @@ class RealtimePolicy:
         self._step_s[batch_size] = old + alpha * (duration_s - old)
 
     def observe_vocoder(self, num_frames: int, duration_s: float) -> None:
-        """The vocoder made ``num_frames`` code frames' audio in ``duration_s`` (mean per frame)."""
+        """The vocoder made ``num_frames`` code frames' audio in ``duration_s``.
+
+        The cost per frame is seconds over frames of recent calls, not a mean of each call's ratio:
+        a first chunk (4 frames kept of 12 decoded) costs three times a large chunk per frame, and
+        counted as one call in a mean of ratios it would make every stream look that dear.
+        """
         if num_frames < 1 or duration_s <= 0:
             return
         self._num_vocoder_samples += 1
         alpha = max(self.config.ewma_alpha, 1.0 / self._num_vocoder_samples)
-        per_frame = duration_s / num_frames
-        self._vocoder_s_per_frame += alpha * (per_frame - self._vocoder_s_per_frame)
+        self._vocoder_s += alpha * (duration_s - self._vocoder_s)
+        self._vocoder_frames += alpha * (num_frames - self._vocoder_frames)
+
+    @property
+    def _vocoder_s_per_frame(self) -> float:
+        return self._vocoder_s / self._vocoder_frames if self._vocoder_frames > 0 else 0.0
 
     def observe_finished_stream(self, num_steps: int, expected_steps: int) -> None:
         """A stream ended after ``num_steps`` decode steps (its length, for queue-wait estimates).
@@ -162,6 +172,12 @@ class RealtimePolicy:
     def step_budget_s(self) -> float:
         """The real-time step: every running stream gets a frame this often at real time plus margin."""
         return 1.0 / self.config.min_steps_per_s
+
+    @property
+    def realtime_step_s(self) -> float:
+        """The longest step that keeps every running stream at real time exactly (no margin): the pace
+        the deadline policy assumes for a row's next frames before any step of its batch was measured."""
+        return FRAMES_PER_STEP / self.config.frames_per_s
 
     def gpt_step_s(self, batch_size: int) -> float | None:
         """Estimated seconds of one GPT step at ``batch_size``; None when nothing supports a guess."""

@@ -168,9 +168,10 @@ class Scheduler:
         policy = self.realtime
         if self.config.scheduling != "deadline" or policy is None or len(running) < 2:
             return running
-        budget_s = policy.step_budget_s
+        budget_s = policy.step_budget_s  # what batch work may fill the step to
         now_s = self._clock()
-        rows = [_row_slack(seq, now_s, budget_s) for seq in running]
+        step_s = policy.step_s(len(running)) or policy.realtime_step_s  # the pace the rows' next frames come at
+        rows = [_row_slack(seq, now_s, step_s) for seq in running]
         config = DeadlineConfig(step_budget_s=budget_s, min_slack_s=self.config.min_slack_s)
         chosen = choose_rows(rows, policy.step_cost(len(running)), config)
         self.num_sat_out = len(running) - len(chosen)

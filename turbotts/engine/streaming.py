@@ -62,8 +62,12 @@ class AudioStream:
         """(T, H) of every frame (Decoder path only)."""
         return torch.stack(self._frames) if self._frames else torch.empty(0)
 
-    def next_window(self) -> DecodeWindow | None:
-        """The window to decode now, or None when no chunk is due."""
+    def next_window(self, *, is_late: bool = False) -> DecodeWindow | None:
+        """The window to decode now, or None when no chunk is due.
+
+        ``is_late``: the listener would run dry before the planned chunk is made, so whatever is
+        stable leaves now, if it is at least ``min_late_chunk_frames`` (a smaller chunk, on time).
+        """
         emitted_frames = self.num_emitted_samples // SAMPLES_PER_FRAME
         if self.is_complete:
             end_sample = max(SAMPLES_PER_FRAME * self.num_frames - HALF_FRAME, 0)
@@ -74,6 +78,8 @@ class AudioStream:
                 return None
             stable_frames = self.num_frames - self._lookahead_frames()
             due = self._frames_due()
+            if is_late and self.num_chunks > 0:
+                due = min(due, self.config.min_late_chunk_frames)
             if stable_frames - emitted_frames < due:
                 return None
             end_sample = min(SAMPLES_PER_FRAME * stable_frames, SAMPLES_PER_FRAME * self.num_frames - HALF_FRAME)
@@ -94,6 +100,16 @@ class AudioStream:
         emitted_frames = self.num_emitted_samples // SAMPLES_PER_FRAME
         stable_frames = self.num_frames - self._lookahead_frames()
         return max(self._frames_due() - (stable_frames - emitted_frames), 0)
+
+    @property
+    def num_frames_to_late_chunk(self) -> int:
+        """Code frames still to make before a late chunk (``next_window(is_late=True)``) could leave."""
+        if self.num_chunks == 0:
+            return self.num_frames_to_next_chunk
+        emitted_frames = self.num_emitted_samples // SAMPLES_PER_FRAME
+        stable_frames = self.num_frames - self._lookahead_frames()
+        due = min(self._frames_due(), self.config.min_late_chunk_frames)
+        return max(due - (stable_frames - emitted_frames), 0)
 
     def _lookahead_frames(self) -> int:
         """The first chunk holds back less, for a lower time to first audio (see StreamingConfig)."""
