@@ -45,7 +45,7 @@ ARG PIP_DEFAULT_TIMEOUT=180
 # torch first, from its own index (the CPU or CUDA build); its constraint keeps every later step on that build
 RUN --mount=type=secret,id=pip_cert \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
- && pip install --upgrade pip "setuptools>=68" wheel ninja \
+ && pip install --upgrade pip "setuptools>=77" wheel ninja \
  && pip wheel --wheel-dir /wheels --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" \
  && pip install --no-index --find-links /wheels "torch==${TORCH_VERSION}" \
  && python -c 'import torch; print(f"torch=={torch.__version__}")' > /wheels/constraints.txt

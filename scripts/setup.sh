@@ -21,7 +21,7 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   # (the grep drops pip's notes about local package mirrors that this machine may not have)
   .venv/bin/python -m pip install --quiet --disable-pip-version-check "$TORCH_SPEC" \
     2> >(grep -v "^WARNING: Location" >&2)
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check "setuptools>=68" wheel ninja \
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check "setuptools>=77" wheel ninja \
     2> >(grep -v "^WARNING: Location" >&2)
   started=$(date +%s)
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-build-isolation \
