@@ -29,6 +29,7 @@ from turbotts.bench.step_profile_command import cpu_identity
 from turbotts.config import EngineConfig
 from turbotts.engine.core import EngineCore
 from turbotts.engine.streaming import SAMPLES_PER_FRAME, DecodeWindow
+from turbotts.model.chattts import ChatTTSModel
 from turbotts.params import SamplingParams, SynthesisParams
 from turbotts.sources import ModelSource, load_model_gated
 
@@ -92,7 +93,7 @@ def _instrument(core: EngineCore, tally: Tally) -> None:
     core.vocoder.decode = timed_decode  # type: ignore[method-assign]
 
 
-def run_config(model: Any, vocoder_dtype: str, scheduling: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_config(model: ChatTTSModel, vocoder_dtype: str, scheduling: str, args: argparse.Namespace) -> dict[str, Any]:
     """``args.listeners`` closed-loop listeners for ``args.duration_s`` on one engine."""
     config = EngineConfig(
         admission="off", scheduling=scheduling, vocoder_dtype=vocoder_dtype, playback_buffer_s=args.buffer_s

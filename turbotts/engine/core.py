@@ -108,6 +108,8 @@ class EngineCore:
         self.last_step: StepStats | None = None
         streaming = config.streaming
         self._first_chunk_frames = streaming.first_chunk_frames + streaming.first_chunk_lookahead_frames
+        # a playing listener about to run dry gets what is made now (deadline only: fifo keeps the planned chunks)
+        self._sends_late_chunks = config.scheduling == "deadline"
 
     # -- requests -----------------------------------------------------------------
 
@@ -281,10 +283,9 @@ class EngineCore:
         return outputs, vocoder_s
 
     def _is_chunk_late(self, request: EngineRequest) -> bool:
-        """Its listener's player is about to run dry (see :func:`is_chunk_late`); deadline scheduling only
-        (``fifo`` keeps the planned chunks, as before deadlines existed)."""
+        """Its listener's player is about to run dry (see :func:`is_chunk_late`)."""
         clock = request.sequence.playback
-        if clock is None or self.config.scheduling != "deadline":
+        if clock is None or not self._sends_late_chunks:
             return False
         return is_chunk_late(clock, self._clock(), self.config.streaming.late_chunk_margin_s)
 
@@ -296,7 +297,7 @@ class EngineCore:
         emitted_s = request.audio.num_emitted_samples / self.model.sample_rate_hz
         audio = request.audio
         # a playing listener's chunk leaves early when it must (_is_chunk_late): it waits on fewer frames
-        may_leave_late = clock.playing_since_s is not None and self.config.scheduling == "deadline"
+        may_leave_late = clock.playing_since_s is not None and self._sends_late_chunks
         frames = audio.num_frames_to_late_chunk if may_leave_late else audio.num_frames_to_next_chunk
         clock.observe(self._clock(), request.first_audio_s, emitted_s, frames)
 
